@@ -1,0 +1,7 @@
+"""Entry point of `python -m core`."""
+
+import sys
+
+from core.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""`python -m core SUBCOMMAND ...`: the command-line face of core.
+
+Each subcommand lives in its own module with `build(parser)` and `run(args) -> int`; they call the
+same core functions as the pages. Bad arguments end with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from core.errors import InputError
+
+SUBCOMMANDS = {
+    "simulate": ("core.cli.simulate", "simulate a pipeline schedule (timeline, bubble, memory)"),
+    "zero": ("core.cli.zero", "per-GPU model-state memory under DP and ZeRO 1-3"),
+    "activations": ("core.cli.activations", "activation memory per GPU (Korthikanti et al.)"),
+    "equivalence": ("core.cli.equivalence", "sharded Adam vs replicated Adam, bit for bit"),
+    "plan": ("core.cli.plan", "enumerate and rank t x p x d layouts"),
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (no usage block) and exits 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def fail(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        lines = [f"  {name:<12} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+        print("usage: python -m core SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines))
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in SUBCOMMANDS:
+        return fail(f"unknown subcommand {name[:40]!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    parser = OneLineParser(prog=f"python -m core {name}", description=SUBCOMMANDS[name][1])
+    module.build(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except InputError as exc:
+        return fail(str(exc))
+    except BrokenPipeError:
+        return 0
