@@ -1,0 +1,77 @@
+"""`python -m core simulate`: one schedule, its timeline and its bubble against the closed form."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core.cli import spec_args
+from core.cli.text import print_json, render
+from core.errors import InputError
+from core.params.pipeline import PIPELINE
+from core.pipeline import PipelineParams, simulate
+from core.render import text_timeline
+from core.trace_export import chrome_trace, pytorch_actions_csv
+
+_SHORT = {"p": ("-p",), "m": ("-m",), "v": ("-v",)}
+
+
+def build(parser: argparse.ArgumentParser) -> None:
+    for key, spec in PIPELINE.items():
+        flags = _SHORT.get(key, ()) + ("--" + key.replace("_", "-"),)
+        spec_args.add(parser, spec, *flags)
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--ascii", action="store_true", help="print the text timeline (integer costs only)")
+    out.add_argument("--json", action="store_true", help="print one JSON object with the metrics")
+    out.add_argument("--csv-actions", action="store_true",
+                     help="print the PyTorch torch.distributed.pipelining action table (one CSV row per rank)")
+    out.add_argument("--chrome-trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON to FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    params = PipelineParams(**spec_args.collect(args, PIPELINE))
+    result = simulate(params)
+    if args.json:
+        print_json(result.summary())
+    elif args.ascii:
+        print(text_timeline(result.timeline))
+    elif args.csv_actions:
+        sys.stdout.write(pytorch_actions_csv(result.schedule))
+    elif args.chrome_trace:
+        try:
+            with open(args.chrome_trace, "w", encoding="utf-8") as fh:
+                fh.write(chrome_trace(result.timeline))
+        except OSError as exc:
+            raise InputError(f"cannot write {args.chrome_trace!r}: {exc.strerror}") from None
+        print(f"wrote {result.timeline.num_ops:,} ops to {args.chrome_trace} (chrome://tracing or ui.perfetto.dev)")
+    else:
+        print(_summary_text(result))
+    return 0
+
+
+def _summary_text(result) -> str:
+    s = result.summary()
+    prm = result.params
+    conv = s["formula_convention"] or "makespan"
+    t, share, rel = result.simulated_in(conv)
+    head = f"{prm.schedule}: p={prm.p} m={prm.m}" + (f" v={prm.chunks}" if prm.chunks > 1 else "")
+    rows = [
+        ["makespan", f"{s['makespan']:.6g}", ""],
+        ["bubble, idle share of the whole timeline", f"{s['bubble_fraction']:.4f}", ""],
+        ["bubble, relative to ideal time", f"{s['bubble_vs_ideal']:.4f}", ""],
+        [f"bubble time per device ({conv} convention)", f"{t:.6g}", _fmt(s["formula_bubble_time"])],
+        [f"idle share ({conv} convention)", f"{share:.4f}", _fmt(s["formula_bubble_fraction"])],
+        [f"relative to ideal ({conv} convention)", f"{rel:.4f}", _fmt(s["formula_bubble_vs_ideal"])],
+        ["peak micro-batches held (max device)", f"{max(s['peak_inflight']):.4g}", ""],
+    ]
+    if prm.schedule == "pipedream" or prm.iterations > 1:
+        rows.append(["weight versions stashed (max device)", str(max(s["weight_versions"])), ""])
+    if s["formula_expression"]:
+        note = f"\nformula: {s['formula_expression']}"
+    else:
+        note = f"\nno closed form: {s['formula_note']}"
+    return head + "\n\n" + render(["metric", "simulated", "formula"], rows) + note
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f}" if abs(x) < 10 else f"{x:.6g}"

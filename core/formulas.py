@@ -1,0 +1,119 @@
+"""Closed-form bubbles, kept apart from the simulator: they are what the simulation is checked against.
+
+Each formula holds only under its stated assumptions (equal stages, no p2p latency, no recompute,
+and a few schedule-specific conditions). `bubble_formula` returns None with the reason when they do
+not hold, so a page can say "no closed form here" instead of showing a wrong number.
+
+Conventions (always say which one a number is):
+- idle share of the timeline: bubble / (bubble + ideal), GPipe (p-1)/(m+p-1);
+- relative to ideal time: bubble / ideal, GPipe (p-1)/m. Convert with the two helpers below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from core.errors import InputError
+
+
+def share_from_relative(x: float) -> float:
+    """(p-1)/m style (relative to ideal) -> idle share of the timeline: x / (1 + x)."""
+    return x / (1.0 + x)
+
+
+def relative_from_share(s: float) -> float:
+    """Idle share of the timeline -> relative to ideal time: s / (1 - s)."""
+    if not 0 <= s < 1:
+        raise InputError(f"an idle share must be in [0, 1), got {s}")
+    return s / (1.0 - s)
+
+
+def gpipe_bubble_share(p: int, m: int) -> float:
+    """(p-1)/(m+p-1): idle share of a flushed GPipe/1F1B timeline with equal stages."""
+    return (p - 1) / (m + p - 1)
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A closed form evaluated for one configuration."""
+
+    bubble_time: float  # per device, in the schedule's time units
+    fraction: float  # idle share of the timeline
+    relative: float  # bubble relative to ideal time
+    expression: str  # the formula as written in its source
+    convention: str  # "makespan": idle within the makespan; "span": within each device's own span
+    source: str
+
+
+ZB = "Qi et al. 2024 (Zero Bubble), Table 2"
+
+
+def bubble_formula(schedule: str, p: int, m: int, v: int = 1, tf: float = 1.0, tb: float = 2.0, tw: float = 0.0,
+                   iterations: int = 1) -> tuple[Formula | None, str]:
+    """The schedule's closed-form bubble, or (None, why not). Costs are per device share of the model."""
+    full = tf + tb + tw  # one micro-batch's forward + whole backward on one device share
+    n = iterations
+    if schedule in ("gpipe", "1f1b"):
+        found = ((p - 1) * full * n, "(p-1)(t_f+t_b)", "makespan", "Huang et al. 2019; Narayanan et al. 2021")
+    elif schedule == "pipedream":
+        found = ((p - 1) * full, "(p-1)(t_f+t_b), once for all iterations", "makespan", "Harlap et al. 2018")
+    elif schedule in ("interleaved", "looped-bfs"):
+        if m < p:
+            return None, f"{schedule} has its closed form only for m >= p"
+        found = ((p - 1) * full / v * n, "(p-1)(t_f+t_b)/v", "makespan", "Narayanan et al. 2021")
+    elif schedule == "zb-h1":
+        if m < p or tw > min(tf, tb):
+            return None, "ZB-H1's formula needs m >= p and T_W <= min(T_F, T_B)"
+        found = ((p - 1) * (tf + tb - tw) * n, "(p-1)(T_F+T_B-T_W)", "span", ZB)
+    elif schedule == "zb-h2":
+        if m < 2 * p - 1 or tw > min(tf, tb):
+            return None, "ZB-H2's formula needs m >= 2p-1 and T_W <= min(T_F, T_B)"
+        found = ((p - 1) * (tf + tb - 2 * tw) * n, "(p-1)(T_F+T_B-2T_W)", "span", ZB)
+    elif schedule == "zbv":
+        if not (math.isclose(tf, tb) and math.isclose(tb, tw)):
+            return None, "ZB-V has a closed form (zero bubble) only when T_F = T_B = T_W"
+        found = (0.0, "0 when T_F = T_B = T_W", "span", "Qi et al. 2024 (Zero Bubble), ZB-V")
+    elif schedule == "dualpipev":
+        f, b, w = tf / 2, (tb + tw) / 2, tw / 2  # per chunk: a device holds two
+        if not math.isclose(tf, tb) or tw > tf:
+            return None, "DualPipeV's formula holds when t_f = t_b (forward = input-gradient backward) and t_w <= t_f"
+        found = ((p - 1) * ((f + b) + b - 3 * w) * n, "(PP/2-1)(F&B+B-3W), PP = 2p stages, F&B = F+B", "makespan",
+                 "deepseek-ai/DualPipe README")
+    else:
+        return None, f"no closed form for {schedule}"
+    t, expression, convention, source = found
+    ideal = m * full * n
+    return Formula(t, t / (t + ideal), t / ideal, expression, convention, source), ""
+
+
+def applies(p: int, tcomm: float, recompute: bool, uneven: bool) -> str:
+    """Empty string when the closed forms' shared assumptions hold, else why they do not."""
+    problems = []
+    if tcomm > 0:
+        problems.append("t_comm > 0")
+    if recompute:
+        problems.append("recompute is on")
+    if uneven:
+        problems.append("stages are uneven")
+    return ("closed forms assume equal stages, no latency and no recompute (" + ", ".join(problems) + ")"
+            if problems else "")
+
+
+def min_microbatches(p: int, target: float, v: int = 1, strict: bool = True) -> int:
+    """Smallest m whose idle share (p-1)/v / (m + (p-1)/v) is below `target` ("under 5 %": strict) or
+    at most `target` (strict=False). Exact rational arithmetic, so 7/70 counts as exactly 10 %."""
+    if not 0 < target < 1:
+        raise InputError(f"target idle share must be between 0 and 1 (exclusive), got {target}")
+    if p < 1 or v < 1:
+        raise InputError("p and v must be >= 1")
+    goal = Fraction(str(target))
+    k = Fraction(p - 1, v)
+    ok = (lambda m: k / (m + k) < goal) if strict else (lambda m: k / (m + k) <= goal)
+    m = max(1, math.floor(k * (1 - goal) / goal))
+    while not ok(m):
+        m += 1
+    while m > 1 and ok(m - 1):
+        m -= 1
+    return m
