@@ -1,0 +1,94 @@
+"""`python -m core activations`: activation bytes per GPU (Korthikanti et al.), optionally with model states.
+
+The micro-batches a stage holds come from `--inflight X`, or from the pipeline simulator's peak for
+`--schedule NAME -p P -m M [-v V]` (core.pipeline.peak_inflight); with p = 1 it is one micro-batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core import activations, fit, memory
+from core.cli import spec_args
+from core.cli.text import print_json, render
+from core.errors import InputError
+from core.params.memory import ACTIVATIONS
+from core.units import GB, GIB
+
+SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": ("-v", "--v"),
+               "mb": ("-b", "--mb")}
+
+
+def build(parser: argparse.ArgumentParser) -> None:
+    for spec in ACTIVATIONS.values():
+        spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
+    parser.add_argument("--json", action="store_true", help="Print the breakdown as JSON (bytes).")
+
+
+def inflight_from(values: dict, schedule_given: bool) -> tuple[float, str]:
+    """Micro-batches in flight and where the number came from."""
+    if values["inflight"] is not None:
+        if schedule_given:
+            raise InputError("inflight: give either --inflight or --schedule, not both")
+        return float(values["inflight"]), "given"
+    if schedule_given:
+        try:
+            from core.pipeline import peak_inflight
+        except ImportError:
+            raise InputError("schedule: the pipeline simulator (core.pipeline.peak_inflight) is not available; "
+                             "pass --inflight instead") from None
+        name, p, m, v = values["schedule"], values["p"], values["m"], values["v"]
+        return float(peak_inflight(name, p, m, v)), f"pipeline simulator: {name}, p={p}, m={m}, v={v}"
+    if values["p"] == 1:
+        return 1.0, "p = 1: one micro-batch at a time"
+    raise InputError("inflight: with p > 1 give --inflight X or --schedule NAME -m M "
+                     "(the pipeline simulator supplies the micro-batches in flight)")
+
+
+def run(args: argparse.Namespace) -> int:
+    values = spec_args.collect(args, ACTIVATIONS)
+    inflight, source = inflight_from(values, args.schedule is not None)
+    result = activations.report(values["seq"], values["mb"], values["hidden"], values["heads"], values["layers"],
+                                values["p"], inflight, values["t"], values["sequence_parallel"],
+                                values["recompute"], values["vocab"])
+    result["inflight_source"] = source
+    if values["params"] is not None:
+        psi = memory.params_per_rank(values["params"], values["t"], values["p"])
+        states = memory.model_states(psi, values["nd"], values["zero_stage"]).total
+        usable = fit.usable_bytes(values["gpu_mem"])
+        result["together"] = fit.together(states, result["peak"], usable)
+    if args.json:
+        print_json(result)
+    else:
+        print(_human(values, result))
+    return 0
+
+
+def _gb(x: float) -> str:
+    return f"{x / GB:,.3f}"
+
+
+def _human(values: dict, r: dict) -> str:
+    sp = "with" if values["sequence_parallel"] else "without"
+    lines = [
+        f"Activations per GPU: s={values['seq']}, b={values['mb']}, h={values['hidden']}, a={values['heads']}, "
+        f"L={values['layers']}, t={values['t']} ({sp} sequence parallelism), recompute {values['recompute']}",
+        f"{r['layers_per_stage']:g} layers per stage (p = {values['p']}), {r['inflight']:g} micro-batches in flight "
+        f"({r['inflight_source']}). Units: GB = 1e9 bytes, GiB = 2^30 bytes.",
+        "",
+        render(["mode (per layer, one micro-batch)", "GB", "GiB"],
+               [[name, _gb(b), f"{b / GIB:,.3f}"] for name, b in r["modes"].items()]),
+        "",
+    ]
+    stages = [("first stage", r["first_stage"])] + ([("last stage (upper bound)", r["last_stage"])]
+                                                    if r["last_stage"] else [])
+    terms = ["layers", "embedding", "output", "recompute_buffer", "total"]
+    lines.append(render(["stage"] + [f"{t} GB" for t in terms],
+                        [[name] + [_gb(s[t]) for t in terms] for name, s in stages]))
+    if "together" in r:
+        tg = r["together"]
+        lines += ["", f"Model states (ZeRO stage {values['zero_stage']}, N_d = {values['nd']}) {_gb(tg['states'])} GB "
+                      f"+ activations {_gb(tg['activations'])} GB = {_gb(tg['total'])} GB of {_gb(tg['usable'])} GB: "
+                      f"{'fits' if tg['fits'] else 'does NOT fit'}"
+                      + (" (the states alone would)" if tg["fits_states_only"] and not tg["fits"] else "")]
+    return "\n".join(lines)

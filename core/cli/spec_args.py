@@ -1,0 +1,31 @@
+"""argparse options generated from Spec tables, so the CLI enforces exactly the ranges the pages use.
+
+argparse only collects strings; `collect` hands them to `parse_strict`, whose InputError the dispatcher
+turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+from core.params import Spec, parse_strict
+
+
+def add(parser: argparse.ArgumentParser, spec: Spec, *flags: str) -> None:
+    """One option for `spec` (default flag --key with dashes); booleans become switches."""
+    flags = flags or ("--" + spec.key.replace("_", "-"),)
+    default = "preset" if spec.default is None else spec.default
+    unit = f" [{spec.unit}]" if spec.unit else ""
+    text = f"{spec.label or spec.key}{unit}. {spec.help} Allowed: {spec.describe_range()}; default {default}."
+    text = text.replace("%", "%%")
+    if spec.kind == "bool":
+        parser.add_argument(*flags, dest=spec.key, action="store_const", const="true", default=None, help=text)
+    else:
+        parser.add_argument(*flags, dest=spec.key, default=None, metavar=spec.key.upper(), help=text)
+
+
+def collect(args: argparse.Namespace, specs: Mapping[str, Spec]) -> dict:
+    """Strictly parsed values for every spec; options not given keep their defaults."""
+    raw = {k: getattr(args, k) for k in specs if getattr(args, k, None) is not None}
+    return parse_strict(specs, raw)

@@ -1,0 +1,93 @@
+"""`python -m core zero`: model-state bytes per GPU under DP and ZeRO 1-3, offload, communication, fit."""
+
+from __future__ import annotations
+
+import argparse
+
+from core import memory, zero_report
+from core.cli import spec_args
+from core.cli.text import print_json, render
+from core.params.memory import ZERO, ZeroParams
+from core.units import GB, GIB
+
+SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p")}
+
+
+def build(parser: argparse.ArgumentParser) -> None:
+    for spec in ZERO.values():
+        spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
+    parser.add_argument("--presets", action="store_true", help="List the optimizer presets and their byte counts.")
+    parser.add_argument("--json", action="store_true",
+                        help="Print an object keyed dp, zero1, zero2, zero3 (the chosen stages), byte counts.")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.presets:
+        return _print_presets(args.json)
+    report = zero_report.build(ZeroParams(**spec_args.collect(args, ZERO)))
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(_human(report))
+    return 0
+
+
+def _print_presets(as_json: bool) -> int:
+    table = memory.preset_table()
+    if as_json:
+        print_json(table.to_dict(orient="records"))
+        return 0
+    cols = ["optimizer", "precision", "params [B/param]", "grads [B/param]", "K [B/param]", "total [B/param]"]
+    rows = [[str(r[c]) if i < 2 else f"{r[c]:g}" for i, c in enumerate(cols)] for r in table.to_dict("records")]
+    print(render(cols, rows))
+    for r in table.to_dict("records"):
+        print(f"  {r['optimizer']}/{r['precision']}: {r['source']}")
+    return 0
+
+
+def _gb(x: float) -> str:
+    return f"{x / GB:,.2f}"
+
+
+def _human(report: zero_report.ZeroReport) -> str:
+    q, bpp = report.inputs, report.bytes_per_param
+    split = f"split {q.split}" + (f", embedding {q.embedding:,.0f}" if q.split != "even" else "")
+    lines = [
+        f"Model states per GPU: Psi = {q.params:,.0f} parameters; t = {q.t}, p = {q.p} ({split}) -> "
+        f"{report.psi_rank:,.0f} per rank; N_d = {q.nd:,}",
+        f"Bytes per parameter ({bpp.label}): params {bpp.param_bytes:g}, grads {bpp.grad_bytes:g}, "
+        f"optimizer K = {bpp.k:g}",
+        f"Units: GB = 1e9 bytes, GiB = 2^30 bytes. Usable per GPU: {_gb(report.usable)} GB of {q.gpu_mem:g} GB.",
+        "",
+    ]
+    headers = ["stage", "params GB", "grads GB", "optim GB", "total GB", "total GiB", "vs DP", "comm/step",
+               "smallest N_d", f"fits {q.gpu_mem:g} GB"]
+    offload = any(r["offload"] != "none" for r in report.stages.values())
+    if offload:
+        headers[-1:-1] = ["GPU GB", "CPU/node GB"]
+    rows = []
+    for key, r in report.stages.items():
+        need = "never" if r["smallest_nd"] != r["smallest_nd"] or r["smallest_nd"] == float("inf") else \
+            f"{r['smallest_nd']:,.0f}"
+        if r["offload"] != "none":
+            need = "-"
+        row = [memory.STAGE_LABELS[memory.STAGE_KEYS.index(key)], _gb(r["params"]), _gb(r["grads"]),
+               _gb(r["optimizer"]), _gb(r["total"]), f"{r['total'] / GIB:,.2f}", f"{r['reduction_vs_dp']:.1f}x",
+               f"{r['comm_psi']:g} Psi = {_gb(r['comm_bytes'])} GB", need, "yes" if r["fits"] else "no"]
+        if offload:
+            row[-1:-1] = [_gb(r["gpu"]), _gb(r["cpu_per_node"])]
+        rows.append(row)
+    lines.append(render(headers, rows))
+    lines.append("")
+    lines.append(f"comm/step: bytes each rank sends with ring collectives over N_d = {q.nd:,} "
+                 f"({q.bw:g} GB/s per rank: " + ", ".join(
+                     f"{memory.STAGE_LABELS[memory.STAGE_KEYS.index(k)]} {r['comm_seconds']:.3g} s"
+                     for k, r in report.stages.items()) + ").")
+    if q.deepspeed:
+        for key, r in report.stages.items():
+            if "deepspeed_gpu" in r:
+                lines.append(f"DeepSpeed estimate, {memory.STAGE_LABELS[memory.STAGE_KEYS.index(key)]}: "
+                             f"{r['deepspeed_gpu'] / GIB:.2f} GiB per GPU, {r['deepspeed_cpu_per_node'] / GIB:.2f} GiB "
+                             "per node (DeepSpeed prints these GiB as 'GB').")
+    lines.append("Model states only: activations and buffers come on top (python -m core activations ...).")
+    return "\n".join(lines)

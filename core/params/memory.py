@@ -1,0 +1,160 @@
+"""Inputs of the memory and communication models (ZeRO page, `python -m core zero|activations|equivalence`).
+
+The caps double as the guard rails of the core functions themselves (core.memory and friends import
+the MAX_* constants), so a planner that passes arrays meets the same limits as a user typing in the URL.
+They are generous (a 100-trillion-parameter model, a million-way data parallelism) but finite: beyond them
+the numbers stop meaning anything and float64 byte counts lose integer precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from core.params import Spec, table
+from core.params.pipeline import PIPELINE, SCHEDULE_NAMES
+
+MAX_PSI = 1e14  # parameters
+MAX_ND = 1 << 20  # data-parallel ranks
+MAX_TP = 1024  # tensor-parallel degree
+MAX_PP = 1 << 14  # pipeline stages (one layer each for the deepest model allowed)
+MAX_GPUS = 1 << 24  # GPUs in a cluster
+MAX_BYTES_PER_PARAM = 64.0  # K, and the 16-bit parameter / gradient byte counts
+MAX_GPU_MEM_GB = 100_000.0  # one device's memory, GB = 1e9 bytes
+MAX_BANDWIDTH_GBS = 1e6  # GB/s per rank
+
+OPTIMIZER_NAMES = ("adam", "adam-8bit", "sgd-momentum", "sgd")
+PRECISIONS = ("mixed", "fp32")
+SPLITS = ("even", "embedding-on-ends")
+OFFLOADS = ("none", "optimizer", "optimizer+params")
+STAGE_CHOICES = ("all", "0", "1", "2", "3")
+RECOMPUTE_MODES = ("none", "selective", "full")
+WRAP_POLICIES = ("block", "min-params", "root-only")
+
+ZERO = table(
+    Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
+         help="Total trainable parameters of the model (7.5e9 is the ZeRO paper's example)."),
+    Spec("nd", "int", 64, 1, MAX_ND, label="Data-parallel degree N_d",
+         help="Ranks that hold replicas (DP) or shards (ZeRO) of the same parameters."),
+    Spec("stage", "choice", "all", choices=STAGE_CHOICES, label="ZeRO stage",
+         help="0 is plain data parallelism; 'all' shows every stage side by side."),
+    Spec("optimizer", "choice", "adam", choices=OPTIMIZER_NAMES, label="Optimizer",
+         help="Sets the optimizer-state bytes per parameter together with the precision (see the preset table)."),
+    Spec("precision", "choice", "mixed", choices=PRECISIONS, label="Precision",
+         help="mixed: 16-bit weights and gradients plus a 32-bit master copy; fp32: 32-bit everything, no copy."),
+    Spec("k", "float", None, 0.0, MAX_BYTES_PER_PARAM, label="Optimizer bytes per parameter K", unit="bytes",
+         help="Overrides the preset's K (12 for mixed-precision Adam). Empty = take it from the preset."),
+    Spec("t", "int", 1, 1, MAX_TP, label="Tensor-parallel degree t",
+         help="Each tensor-parallel rank holds 1/t of every layer's parameters."),
+    Spec("p", "int", 1, 1, MAX_PP, label="Pipeline stages p",
+         help="Each stage holds its share of the layers (see the split assumption)."),
+    Spec("split", "choice", "even", choices=SPLITS, label="Split over t x p",
+         help="even: Psi/(t p) everywhere; embedding-on-ends: the embedding sits on the first stage and its "
+              "logits copy on the last, the rest is split evenly (needs the embedding size)."),
+    Spec("embedding", "int", 0, 0, MAX_PSI, label="Embedding parameters", unit="parameters",
+         help="Parameters of the word-embedding / logits matrix (vocabulary x hidden), for embedding-on-ends."),
+    Spec("offload", "choice", "none", choices=OFFLOADS, label="Offload to CPU",
+         help="ZeRO-Offload moves the optimizer state (and gradient shards from stage 2); ZeRO-Infinity at "
+              "stage 3 also moves the parameter shards."),
+    Spec("gpu_mem", "float", 80.0, 0.001, MAX_GPU_MEM_GB, label="GPU memory", unit="GB (1e9 bytes)",
+         help="Memory of one GPU, in GB = 1e9 bytes (an '80 GB' A100 holds 80e9 bytes as sold)."),
+    Spec("reserve", "float", 0.0, 0.0, MAX_GPU_MEM_GB, label="Reserve", unit="GB (1e9 bytes)",
+         help="Memory kept free for communication buffers, the CUDA context and fragmentation."),
+    Spec("reserve_frac", "float", 0.0, 0.0, 0.9, label="Reserve fraction",
+         help="Share of the GPU memory kept free, applied before the fixed reserve."),
+    Spec("gpus", "int", 0, 0, MAX_GPUS, label="GPUs available",
+         help="Total GPUs; 0 means exactly t x p x N_d. A layout that needs more is rejected."),
+    Spec("gpus_per_node", "int", 8, 1, 1024, label="GPUs per node",
+         help="Used to report CPU memory per node when offloading."),
+    Spec("bw", "float", 100.0, 0.001, MAX_BANDWIDTH_GBS, label="Bandwidth per rank", unit="GB/s (1e9 B/s)",
+         help="Per-rank link bandwidth used by the ring collectives of the data-parallel group."),
+    Spec("largest_layer", "int", 0, 0, MAX_PSI, label="Largest layer", unit="parameters",
+         help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
+              "so does ZeRO-Infinity when the parameters are offloaded."),
+    Spec("deepspeed", "bool", False, label="DeepSpeed convention",
+         help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
+)
+
+ACTIVATIONS = table(
+    Spec("seq", "int", 2048, 1, 1 << 20, label="Sequence length s", unit="tokens"),
+    Spec("mb", "int", 1, 1, 1 << 16, label="Micro-batch size b", unit="sequences"),
+    Spec("hidden", "int", 12288, 1, 1 << 17, label="Hidden size h"),
+    Spec("heads", "int", 96, 1, 1 << 12, label="Attention heads a"),
+    Spec("layers", "int", 96, 1, 1 << 14, label="Transformer layers L"),
+    Spec("vocab", "int", 0, 0, 1 << 22, label="Vocabulary V",
+         help="Adds the output layer and fp32 logits on the last stage; 0 leaves them out."),
+    Spec("t", "int", 1, 1, MAX_TP, label="Tensor-parallel degree t"),
+    Spec("sequence_parallel", "bool", False, label="Sequence parallelism",
+         help="Shard layer norms and dropouts along the sequence within the tensor-parallel group."),
+    Spec("recompute", "choice", "none", choices=RECOMPUTE_MODES, label="Activation recomputation",
+         help="selective: recompute the attention core; full: keep only each layer's input."),
+    Spec("p", "int", 1, 1, MAX_PP, label="Pipeline stages p", help="Layers per stage = ceil(L / p)."),
+    Spec("inflight", "float", None, 0.0, 1e5, label="Micro-batches in flight",
+         help="Micro-batches whose activations a stage holds at its peak (fractional for interleaving). "
+              "Empty = ask the pipeline simulator for the chosen schedule."),
+    Spec("schedule", "choice", "1f1b", choices=SCHEDULE_NAMES, label="Schedule",
+         help="Pipeline schedule whose simulated peak gives the micro-batches in flight."),
+    Spec("m", "int", PIPELINE["m"].default, PIPELINE["m"].lo, PIPELINE["m"].hi, label="Micro-batches m"),
+    Spec("v", "int", PIPELINE["v"].default, PIPELINE["v"].lo, PIPELINE["v"].hi, label="Chunks per device v",
+         help=PIPELINE["v"].help),
+    Spec("params", "int", None, 1, MAX_PSI, label="Parameters Psi (optional)", unit="parameters",
+         help="Also report the model states (mixed-precision Adam, even t x p split) and the sum with activations."),
+    Spec("nd", "int", 1, 1, MAX_ND, label="Data-parallel degree N_d"),
+    Spec("zero_stage", "int", 0, 0, 3, label="ZeRO stage", help="0 is plain data parallelism."),
+    Spec("gpu_mem", "float", 80.0, 0.001, MAX_GPU_MEM_GB, label="GPU memory", unit="GB (1e9 bytes)"),
+)
+
+FSDP = table(
+    Spec("layers", "int", 32, 1, 1 << 14, label="Transformer blocks"),
+    Spec("block_params", "int", 200_000_000, 1, MAX_PSI, label="Parameters per block", unit="parameters"),
+    Spec("policy", "choice", "block", choices=WRAP_POLICIES, label="Wrap policy",
+         help="block: one unit per transformer block; min-params: group blocks until a minimum size; "
+              "root-only: only the root is wrapped (the whole model is one unit)."),
+    Spec("min_params", "int", 100_000_000, 1, MAX_PSI, label="Minimum unit size", unit="parameters"),
+    Spec("prefetch", "bool", True, label="Prefetch next unit",
+         help="Gather the next unit while the current one computes (FSDP's forward/backward prefetch)."),
+)
+
+EQUIVALENCE = table(
+    Spec("ranks", "int", 4, 1, 64, label="Data-parallel ranks R"),
+    Spec("steps", "int", 50, 1, 1000, label="Adam steps"),
+    Spec("size", "int", 1000, 1, 100_000, label="Parameters in the toy problem"),
+    Spec("seed", "int", 0, 0, 2**32 - 1, label="Random seed"),
+    Spec("clip", "float", 1.0, 1e-6, 1e6, label="Global-norm clip threshold",
+         help="Threshold for the clipped run; small values make clipping active on every step."),
+)
+
+
+def _check_optional(obj, specs) -> None:
+    """Validate every field that has a spec; None is allowed where the spec's default is None."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in specs and not (value is None and specs[f.name].default is None):
+            specs[f.name].check(value)
+
+
+@dataclass(frozen=True)
+class ZeroParams:
+    """One ZeRO-page parameter set: a cache key and the URL's contents, checked against ZERO."""
+
+    params: int = ZERO["params"].default
+    nd: int = ZERO["nd"].default
+    stage: str = ZERO["stage"].default
+    optimizer: str = ZERO["optimizer"].default
+    precision: str = ZERO["precision"].default
+    k: float | None = ZERO["k"].default
+    t: int = ZERO["t"].default
+    p: int = ZERO["p"].default
+    split: str = ZERO["split"].default
+    embedding: int = ZERO["embedding"].default
+    offload: str = ZERO["offload"].default
+    gpu_mem: float = ZERO["gpu_mem"].default
+    reserve: float = ZERO["reserve"].default
+    reserve_frac: float = ZERO["reserve_frac"].default
+    gpus: int = ZERO["gpus"].default
+    gpus_per_node: int = ZERO["gpus_per_node"].default
+    bw: float = ZERO["bw"].default
+    largest_layer: int = ZERO["largest_layer"].default
+    deepspeed: bool = ZERO["deepspeed"].default
+
+    def __post_init__(self) -> None:
+        _check_optional(self, ZERO)

@@ -1,0 +1,124 @@
+"""Activation memory (Korthikanti et al. 2022) checked against an independent tensor-by-tensor count."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from core import activations as act
+from core.errors import InputError
+
+# Section 4.1 of the paper, bytes per layer per micro-batch in units of s*b*h (16-bit values, 1-byte masks):
+# (name, coefficient, kind): "rep" = held whole on every tensor-parallel rank unless sequence parallel,
+# "tp" = split by tensor parallelism; the attention-core terms are coefficients of a*s^2*b, split by t.
+TENSORS = [
+    ("qkv input (after layer norm)", 2, "rep"), ("Q and K", 4, "tp"), ("V", 2, "tp"),
+    ("attention projection input", 2, "tp"), ("attention dropout mask", 1, "rep"),
+    ("MLP input", 2, "rep"), ("GeLU input", 8, "tp"), ("second linear input", 8, "tp"),
+    ("MLP dropout mask", 1, "rep"), ("two layer-norm inputs", 4, "rep"),
+]
+CORE = [("softmax output", 2), ("softmax dropout mask", 1), ("dropout output", 2)]  # x a s^2 b
+
+
+def by_hand(s, b, h, a, t, sp, recompute):
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    total = sum(c * sbh / (t if (kind == "tp" or sp) else 1) for _, c, kind in TENSORS)
+    if recompute == "none":
+        total += sum(c for _, c in CORE) * a * s * s * b / t
+    return total
+
+
+GRID = list(itertools.product((512, 2048, 8192), (1, 4), (4096, 12288), (32, 96), (1, 2, 8)))
+
+
+@pytest.mark.parametrize("s,b,h,a,t", GRID)
+def test_every_mode_matches_the_tensor_count(s, b, h, a, t):
+    for sp, recompute in itertools.product((False, True), ("none", "selective", "full")):
+        got = float(act.per_layer_bytes(s, b, h, a, t, sp, recompute))
+        assert got == pytest.approx(by_hand(s, b, h, a, t, sp, recompute), rel=1e-12), (sp, recompute)
+
+
+@pytest.mark.parametrize("s,b,h,a,t", GRID)
+def test_closed_forms_of_table2(s, b, h, a, t):
+    sbh = s * b * h
+    f = lambda sp, rc: float(act.per_layer_bytes(s, b, h, a, t, sp, rc))
+    assert float(act.per_layer_bytes(s, b, h, a, 1)) == pytest.approx(sbh * (34 + 5 * a * s / h))
+    assert f(False, "none") == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert f(True, "none") == pytest.approx(sbh / t * (34 + 5 * a * s / h))
+    assert f(False, "selective") == pytest.approx(sbh * (10 + 24 / t))
+    assert f(True, "selective") == pytest.approx(34 * sbh / t)
+    assert f(False, "full") == pytest.approx(2 * sbh)
+    assert f(True, "full") == pytest.approx(2 * sbh / t)
+    for sp in (False, True):
+        assert f(sp, "full") < f(sp, "selective") < f(sp, "none")
+
+
+def test_gpt3_attention_term_is_80_against_34():
+    s, h, a = 2048, 12288, 96
+    assert 5 * a * s / h == 80
+    assert float(act.per_layer_bytes(s, 1, h, a)) == s * h * (34 + 80)
+
+
+def test_vectorised_modes_match_scalar_calls():
+    modes = np.array([0, 1, 2, 0])
+    sp = np.array([False, True, False, True])
+    got = act.per_layer_bytes(2048, 2, 8192, 64, 4, sp, modes)
+    names = ("none", "selective", "full")
+    for i in range(4):
+        assert got[i] == act.per_layer_bytes(2048, 2, 8192, 64, 4, bool(sp[i]), names[modes[i]])
+    np.testing.assert_array_equal(act.per_layer_bytes(2048, 2, 8192, 64, 4, False, np.array(["none", "full"])),
+                                  act.per_layer_bytes(2048, 2, 8192, 64, 4, False, np.array([0, 2])))
+
+
+def test_stage_scales_with_layers_and_inflight_and_adds_end_terms():
+    s, b, h, a, t, V = 2048, 1, 12288, 96, 8, 51200
+    per = float(act.per_layer_bytes(s, b, h, a, t, True, "selective"))
+    first = act.stage_bytes(s, b, h, a, 12, 8, t, True, "selective", V, first=True, last=False)
+    assert float(first["layers"]) == pytest.approx(per * 12 * 8)
+    assert float(first["embedding"]) == pytest.approx(s * b * h / t * 8)
+    assert float(first["output"]) == 0.0
+    last = act.stage_bytes(s, b, h, a, 12, 1, t, True, "selective", V, first=False, last=True)
+    assert float(last["output"]) == pytest.approx(4 * s * b * h / t * (1 + V / h))  # the paper's 4sbh/t (1 + v/h)
+    none = float(act.per_layer_bytes(s, b, h, a, t, True, "none"))
+    assert float(first["recompute_buffer"]) == pytest.approx(none - per)  # one layer rebuilt in backward
+    assert float(first["total"]) == pytest.approx(sum(float(first[k]) for k in
+                                                      ("layers", "embedding", "output", "recompute_buffer")))
+
+
+def test_no_vocab_means_no_output_term_and_p1_stage_carries_both_ends():
+    r = act.report(2048, 1, 4096, 32, 32, 1, 1, vocab=0)
+    assert r["last_stage"] is None and r["first_stage"]["output"] == 0.0
+    r = act.report(2048, 1, 4096, 32, 32, 1, 1, vocab=50257)
+    assert r["first_stage"]["output"] > 0 and r["first_stage"]["embedding"] > 0
+
+
+def test_report_for_a_pipeline_uses_ceil_layers_per_stage_and_the_given_inflight():
+    r = act.report(2048, 1, 12288, 96, 96, 7, 7, 8, True, "selective", 51200)
+    assert r["layers_per_stage"] == 14 and r["inflight"] == 7
+    assert r["peak"] == max(r["first_stage"]["total"], r["last_stage"]["total"])
+    assert r["modes"]["tensor + sequence parallel + selective recompute"] == pytest.approx(34 * 2048 * 12288 / 8)
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        ({"seq": 0}, "out of range"),
+        ({"heads": float("nan")}, "finite"),
+        ({"t": 0}, "out of range"),
+        ({"hidden": -1}, "out of range"),
+        ({"mb": 1.5}, "whole number"),
+        ({"recompute": "some"}, "not allowed"),
+        ({"seq": 1 << 30}, "out of range"),
+    ],
+)
+def test_hostile_inputs(kwargs, needle):
+    args = {"seq": 2048, "mb": 1, "hidden": 4096, "heads": 32, "t": 1, "recompute": "none"} | kwargs
+    with pytest.raises(InputError, match=needle):
+        act.per_layer_bytes(**args)
+
+
+def test_negative_inflight_is_rejected():
+    with pytest.raises(InputError, match="inflight"):
+        act.stage_bytes(2048, 1, 4096, 32, 4, -1)
