@@ -1,0 +1,70 @@
+"""Inputs that describe a custom model, a custom cluster and a training run (planner page, `python -m core plan`).
+
+The bounds are generous on purpose (a 1,024-layer, 131,072-wide model on 65,536 GPUs is allowed) but finite,
+so every value that reaches core is a real number of sane size. `core.presets` validates its data files and
+every custom ModelConfig / GpuSpec against these same specs: the ranges live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from core.params import Spec, table
+
+MLP_KINDS = ("gelu", "swiglu")
+
+# Default compute efficiency. Why 0.6: end-to-end runs that *include* the pipeline bubble and exposed
+# communication sustain 0.43-0.52 of dense peak in hardware FLOPs (Narayanan et al. 2021 Table 1: 44-52 %
+# on A100; Llama 3 405B: 38-43 % BF16 MFU on H100), so the compute-only fraction sits above that.
+ACHIEVABLE_FRACTION = 0.6
+
+MODEL = table(
+    Spec("layers", "int", 96, 1, 1024, label="Layers L", help="Transformer blocks."),
+    Spec("hidden", "int", 12288, 1, 131072, label="Hidden size h", help="Model width; must divide by heads."),
+    Spec("heads", "int", 96, 1, 4096, label="Attention heads a", help="Query heads; hidden / heads is the head size."),
+    Spec("kv_heads", "int", 96, 1, 4096, label="Key/value heads",
+         help="Grouped-query attention: heads must be a multiple of it (equal to heads = plain multi-head)."),
+    Spec("ffn", "int", 49152, 1, 1 << 20, label="FFN size",
+         help="Inner MLP width (4 h for GPT-style GELU MLPs; about 8h/3 to 3.5 h for SwiGLU)."),
+    Spec("vocab", "int", 50257, 1, 1 << 22, label="Vocabulary V", help="Embedding rows (padded size if known)."),
+    Spec("seq", "int", 2048, 1, 1 << 20, label="Sequence length s", unit="tokens", help="Tokens per sample."),
+    Spec("params", "float", 0.0, 0.0, 1e14, label="Parameter count", unit="parameters",
+         help="0 = derive from the architecture; otherwise the count you want the memory model to use."),
+    Spec("mlp", "choice", "gelu", choices=MLP_KINDS, label="MLP kind",
+         help="gelu: two matrices h x ffn; swiglu: three (gate, up, down)."),
+    Spec("tied", "bool", True, label="Tied embeddings",
+         help="Input embedding and output projection share one V x h matrix."),
+)
+
+CLUSTER = table(
+    Spec("gpus", "int", 1024, 1, 65536, label="GPUs G", help="Total GPUs; the planner factors G = t x p x d."),
+    Spec("gpn", "int", 8, 1, 128, label="GPUs per server",
+         help="GPUs joined by the fast intra-server link (NVLink / Infinity Fabric)."),
+    Spec("gpu_mem", "float", 80.0, 1.0, 2048.0, label="GPU memory", unit="GB (1e9 bytes)",
+         help="Memory per GPU available to training."),
+    Spec("gpu_tflops", "float", 989.0, 1.0, 100000.0, label="Dense 16-bit peak", unit="TFLOP/s",
+         help="Dense (not sparse) BF16/FP16 tensor throughput per GPU, from the datasheet."),
+    Spec("intra_bw", "float", 450.0, 0.1, 100000.0, label="Intra-server bandwidth", unit="GB/s per direction",
+         help="Per-GPU, one direction (NVLink 900 GB/s bidirectional = 450)."),
+    Spec("inter_bw", "float", 50.0, 0.01, 100000.0, label="Inter-server bandwidth", unit="GB/s per direction",
+         help="Per-GPU network share, one direction (400 Gb/s InfiniBand NDR = 50)."),
+    Spec("eff", "float", ACHIEVABLE_FRACTION, 0.05, 1.0, label="Achievable fraction of peak",
+         help="Share of dense peak the matrix maths sustains, before bubble and exposed communication."),
+    Spec("batch", "int", 1536, 1, 1 << 22, label="Global batch", unit="sequences",
+         help="Sequences per optimizer step across all data-parallel replicas."),
+    Spec("mbs", "int", 1, 1, 1024, label="Micro-batch size b", unit="sequences",
+         help="Sequences per micro-batch on one pipeline replica."),
+)
+
+
+@lru_cache(maxsize=1)
+def preset_choices() -> dict[str, Spec]:
+    """The planner's `model` and `gpu` URL keys: a preset name or `custom` (built lazily: presets read files)."""
+    from core import presets  # local import: presets validates against the tables above
+
+    return table(
+        Spec("model", "choice", "gpt3-175b", choices=(*presets.model_keys(), "custom"), label="Model",
+             help="A published model, or custom to enter the architecture."),
+        Spec("gpu", "choice", "h100-80gb", choices=(*presets.gpu_keys(), "custom"), label="GPU",
+             help="A datasheet GPU, or custom to enter memory, FLOP/s and bandwidths."),
+    )
