@@ -1,0 +1,34 @@
+"""Entry point of the dashboard: `streamlit run app.py`.
+
+Page config, navigation over the pages, and the shared sidebar (project name, presentation mode).
+Everything a page shows is drawn by the page itself (pages/*.py), from core through ui.
+"""
+
+import streamlit as st
+
+from ui.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
+from ui.links import ROOT, available_pages
+
+st.set_page_config(
+    page_title=APP_NAME,
+    page_icon=APP_ICON,
+    layout="wide",
+    initial_sidebar_state="expanded",
+    menu_items={"About": f"**{APP_NAME}**: pipeline schedules, ZeRO/FSDP memory and t x p x d layouts."},
+)
+
+# The pages come from one registry (ui.links.PAGES: file, title, url_path, icon, description) and only
+# the files that exist are registered. The Pipeline, ZeRO, Planner and Lecture pages are written in
+# parallel with this skeleton: filtering on Path.exists() keeps the app runnable today and picks each
+# page up as soon as its file lands, without editing this file (st.Page fails on a missing file).
+# The list is explicit (no glob) so a stray file in pages/ never becomes a page by accident.
+pages = [
+    st.Page(ROOT / p.file, title=p.title, icon=p.icon, url_path=p.url_path or None, default=not p.url_path,
+            help=p.description)
+    for p in available_pages()
+]
+current = st.navigation(pages, position="sidebar")
+
+sidebar_brand()
+presentation_toggle()  # in the main script, so `present` stays in the URL on every page
+current.run()

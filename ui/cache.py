@@ -1,0 +1,51 @@
+"""The one way pages call core: bounded, silent st.cache_data wrappers.
+
+Convention (each page adds its wrappers here, or in a `ui/cache_<page>.py` of its own if it prefers):
+
+    from core.simulate import simulate
+    from ui.cache import cached
+
+    @cached(max_entries=64)
+    def simulated(params: PipelineParams) -> Timeline:
+        '''Cached core.simulate for the Pipeline page.'''
+        return simulate(params)
+
+Rules:
+- A wrapper's arguments are the frozen, validated parameter dataclass (or a few plain values): they
+  are what the cache keys on. An argument whose name starts with "_" is not hashed (Streamlit rule).
+- Return core's result (numpy / pandas / dataclasses), not widgets. st.cache_data pickles the value
+  and hands every caller a fresh copy, so callers may not mutate a shared object by accident; keep
+  results modest in size (aggregate very long timelines in core) since the copy is paid on every hit.
+- Every wrapper is bounded (max_entries, and max_size if results can be large) and shows no spinner
+  (calls are meant to be fast; a spinner flashing on every slider move is noise).
+- core raises InputError for inputs it refuses: st.cache_data does not cache exceptions, so the page
+  catches it and shows the message (st.error(str(exc)) is fine: core's messages are our own text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import streamlit as st
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_MAX_ENTRIES = 64
+
+
+def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None = None,
+           ttl: float | None = None) -> Callable[[F], F]:
+    """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds."""
+    if max_entries < 1:
+        raise ValueError("max_entries must be at least 1")
+
+    def wrap(func: F) -> F:
+        return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False)
+
+    return wrap
+
+
+def clear_all() -> None:
+    """Drop every cached core result (tests, or after presets change on disk)."""
+    st.cache_data.clear()

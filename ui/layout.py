@@ -1,0 +1,56 @@
+"""Page header, sidebar brand and presentation mode: the frame every page shares.
+
+app.py calls sidebar_brand() and presentation_toggle() once (in the main script, so `present` stays in
+the URL across page switches); a page calls page_header("pipeline") first. Figure builders may call
+is_presentation() to pick larger fonts. The CSS is our own file (assets/presentation.css), never
+built from user input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from core.params import Spec, table
+from ui.links import PageEntry, find_page
+from ui.widgets import spec_input
+
+APP_NAME = "Pipeline planner"
+APP_TAGLINE = "How a large model is split across GPUs: pipeline schedules, ZeRO/FSDP memory, t x p x d layouts."
+APP_ICON = ":material/view_timeline:"
+PRESENTATION_CSS = Path(__file__).resolve().parent.parent / "assets" / "presentation.css"
+
+# Inputs of the frame itself (not of any engine), in the same Spec form as core's tables.
+LAYOUT = table(
+    Spec("present", "bool", False, label="Presentation mode",
+         help="Larger text and figures for a projector. Kept in the link, so a shared link opens in this mode."),
+)
+
+
+def sidebar_brand() -> None:
+    """The project's name and one line about it, at the top of the sidebar."""
+    st.sidebar.markdown(f"**{APP_NAME}**")
+    st.sidebar.caption(APP_TAGLINE)
+
+
+def presentation_toggle(container: Any = None) -> bool:
+    """The `present` toggle (bound to the URL); when on, inject the presentation CSS. Returns the state."""
+    on = spec_input(LAYOUT["present"], container=container if container is not None else st.sidebar)
+    if on:
+        st.html(PRESENTATION_CSS)
+    return on
+
+
+def is_presentation() -> bool:
+    """Whether presentation mode is on (for figure builders that scale their fonts)."""
+    return bool(st.session_state.get("present", False))
+
+
+def page_header(page: str | PageEntry) -> PageEntry:
+    """Title and one-line description of a registered page."""
+    entry = find_page(page)
+    st.title(entry.title)
+    st.caption(entry.description)
+    return entry
