@@ -6,8 +6,11 @@ Everything a page shows is drawn by the page itself (pages/*.py), from core thro
 
 import streamlit as st
 
+from core.runtime import keep_freed_memory
 from ui.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
 from ui.links import ROOT, available_pages
+
+keep_freed_memory()  # see core/runtime.py: a new large configuration reuses memory instead of re-faulting it
 
 st.set_page_config(
     page_title=APP_NAME,

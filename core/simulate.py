@@ -24,14 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import InputError
-from core.schedules.ir import KIND_GROUP, F, I, R, Schedule
+from core.schedules.ir import KIND_GROUP, F, I, R, Schedule, W
 from core.timeline import Timeline
 
 _ROUNDS_PER_CHECK = 16  # rounds between progress checks (extra rounds after the end are no-ops)
-# Input of an op, indexed by kind*2 + (on the last stage): group and stage offset of the op it waits for.
-#                        F(mid) F(last) B(mid) B(last) I(mid) I(last) W   W    R(mid) R(last)
-_DEP_GROUP = np.array([0,     0,      1,     0,      1,     0,      1,  1,   1,     0], dtype=np.int64)
-_DEP_SHIFT = np.array([-1,    -1,     1,     0,      1,     0,      0,  0,   1,     0], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -61,82 +57,118 @@ class Costs:
 
 @dataclass(frozen=True, eq=False)
 class Compiled:
-    """Flat op arrays and the leader/run structure; depends on the schedule, not on costs."""
+    """Everything that depends on the schedule but not on costs: flat ops, inputs, runs, slots."""
 
+    p: int
     device: np.ndarray
     kind: np.ndarray
     micro: np.ndarray
     chunk: np.ndarray
     stage: np.ndarray
-    dep: np.ndarray  # index of the cross-device op this op waits for, -1 if none
-    is_leader: np.ndarray
-    leader: np.ndarray  # leader index (run id) of every op
+    dep: np.ndarray  # the cross-device op each op waits for, -1 if none
     fused: np.ndarray  # F ops that run overlapped with the next op (the pair takes both times)
+    leader: np.ndarray  # run id of every op
+    lead_idx: np.ndarray  # first op of every run
+    slot: np.ndarray  # slot of every run (device-major, one stop slot after each device's runs)
+    dep_slot: np.ndarray  # per slot: the slot whose run holds its input (READY / NEVER when none)
+    dep_op: np.ndarray  # per run: the op it waits for, -1 if none
+    seg: np.ndarray  # first op of each device
+    cost_class: np.ndarray  # kind * stages + stage: an op's duration is table[cost_class]
+    waiting_slot: np.ndarray  # slots of the runs that wait for an input ...
+    input_op: np.ndarray  # ... the op each of them waits for ...
+    input_run: np.ndarray  # ... and that op's run
+    op_slot: np.ndarray  # slot of every op's run
+
+    @property
+    def num_slots(self) -> int:
+        return self.dep_slot.size
 
 
 def compile_schedule(s: Schedule) -> Compiled:
     """Check the schedule is well formed and resolve every dependency to an op index."""
+    if min(len(d) for d in s.devices) == 0:
+        raise InputError("malformed schedule: every device needs at least one operation")
     device, kind, micro, chunk, fused = s.flat()
     n = kind.size
     S = s.num_stages
-    if min(len(d) for d in s.devices) == 0:
-        raise InputError("malformed schedule: every device needs at least one operation")
-    if (kind < 0).any() or (kind > R).any() or (chunk < 0).any() or (chunk >= s.v).any() or (micro < 0).any():
+    if kind.min() < 0 or kind.max() > R or chunk.min() < 0 or chunk.max() >= s.v or micro.min() < 0:
         raise InputError("malformed schedule: unknown op kind, chunk or negative micro-batch")
-    stage = s.stage_map[device, chunk]
+    if s.v == 1 and np.array_equal(s.stage_map.ravel(), np.arange(s.p)):
+        stage = device  # one stage per device, in order
+    else:
+        stage = s.stage_map.ravel()[device * s.v + chunk]
     M = int(micro.max()) + 1
-    key = (KIND_GROUP[kind] * S + stage) * M + micro
-    _check_each_op_once(key, kind, stage, micro, S, M)
-    index = np.full(4 * S * M, -1, dtype=np.int64)
-    index[key] = np.arange(n)
+    group = KIND_GROUP[kind]
+    key = (group * S + stage) * M + micro  # (group, stage, micro-batch) -> one integer
+    index = np.empty(4 * S * M + 1, dtype=np.int64)  # last entry: -1, the "no input" sentinel
+    position = np.arange(n)
+    index[key] = position
+    index[-1] = -1
+    per_group = np.bincount(group, minlength=4)
+    if per_group[0] != S * M or per_group[1] != S * M or not np.array_equal(index[key], position):
+        _explain_bad_counts(key, S, M)  # a duplicate overwrote an earlier op's index, or an op is missing
 
-    # The input of each op, by (kind, is it on the last stage): its group and its stage offset.
-    rule = kind * 2 + (stage == S - 1)
-    dep_key = (_DEP_GROUP[rule] * S + stage + _DEP_SHIFT[rule]) * M + micro
-    has = ~((kind == F) & (stage == 0))
-    dep = np.where(has, index[np.where(has, dep_key, 0)], -1)
-    if (has & (dep < 0)).any():
-        bad = np.flatnonzero(has & (dep < 0))[:5]
-        raise InputError("malformed schedule: missing inputs for " + _describe(bad, device, kind, micro, stage))
-
+    # Where an op's input sits relative to its own key, by (kind, is it on the last stage).
+    last = stage == S - 1
+    dep_key = key + _dep_key_offsets(S, M)[kind * 2 + last]
+    dep_key[(kind == F) & (stage == 0)] = -1  # the first stage's forwards wait for nothing
+    dep = index[dep_key]
+    has = dep_key >= 0
+    if (kind == I).sum() != (kind == W).sum() or (kind[dep[kind == W]] != I).any():
+        raise InputError("malformed schedule: every split backward I needs exactly one W (and W only follows an I)")
     # A dependency on the same device is satisfied by the device order, or never (it comes later).
-    same = has & (device[dep] == device)
-    late = same & (dep > np.arange(n))
-    if late.any():
-        bad = np.flatnonzero(late)[:5]
+    same = np.flatnonzero(has & (device[dep] == device))
+    late = same[dep[same] > same]
+    if late.size:
+        bad = late[:5]
         raise InputError("malformed schedule: these ops come before their own input on the same device: "
                          + _describe(bad, device, kind, micro, stage))
     dep[same] = -1
     if fused.any():  # a fused F's output leaves with its partner, at the end of the pair
         if (kind[fused] != F).any() or (np.flatnonzero(fused) + 1 >= n).any():
             raise InputError("malformed schedule: only a forward can be fused, with the op right after it")
-        partner = np.flatnonzero(fused) + 1
-        redirect = np.full(n, -1, dtype=np.int64)
-        redirect[partner - 1] = partner
         waits_on_fused = (dep >= 0) & fused[np.maximum(dep, 0)]
-        dep[waits_on_fused] = redirect[dep[waits_on_fused]]
+        dep[waits_on_fused] += 1
 
+    seg = s.first_op_of_each_device()
     is_leader = dep >= 0
-    is_leader[s.first_op_of_each_device()] = True
+    is_leader[seg] = True
+    lead_idx = np.flatnonzero(is_leader)
     leader = np.cumsum(is_leader) - 1
-    return Compiled(device, kind, micro, chunk, stage, dep, is_leader, leader, fused)
+    # Runs in slots, device by device, each device followed by one stop slot that never gets ready;
+    # two extra slots at the end: READY (an input available at time 0) and NEVER.
+    L = lead_idx.size
+    slot = np.arange(L) + device[lead_idx]
+    num_slots = L + s.p
+    READY, NEVER = num_slots, num_slots + 1
+    dep_op = dep[lead_idx]
+    dep_slot = np.full(num_slots, NEVER, dtype=np.int64)
+    dep_slot[slot] = np.where(dep_op >= 0, slot[leader[dep_op]], READY)
+    waits = np.flatnonzero(dep_op >= 0)
+    input_op = dep_op[waits]
+    return Compiled(s.p, device, kind, micro, chunk, stage, dep, fused, leader, lead_idx, slot, dep_slot, dep_op,
+                    seg, kind * S + stage, slot[waits], input_op, leader[input_op], slot[leader])
 
 
-def _check_each_op_once(key, kind, stage, micro, S, M) -> None:
-    """Each (stage, micro-batch) needs one F, one backward (B or I), one W iff split, at most one R."""
+def _dep_key_offsets(S: int, M: int) -> np.ndarray:
+    """key(input) - key(op), indexed by kind*2 + on-last-stage (groups: 0 F, 1 B/I, 2 W, 3 R)."""
+    g = S * M
+    #                 F(mid) F(last)  B(mid) B(last)  I(mid) I(last)  W      W      R(mid)      R(last)
+    return np.array([-M, -M, M, -g, M, -g, -g, -g, -2 * g + M, -3 * g], dtype=np.int64)
+
+
+def _explain_bad_counts(key, S, M) -> None:
+    """Say which (stage, micro-batch) lacks its F or backward, or has an op twice; then refuse."""
     counts = np.bincount(key, minlength=4 * S * M).reshape(4, S, M)
-    split = np.zeros((S, M), dtype=np.int64)
-    split[stage[kind == I], micro[kind == I]] = 1
     names = ["F", "backward (B or I)", "W", "recompute R"]
     problems = []
-    for g, need in enumerate((1, 1, split, None)):
-        wrong = np.argwhere(counts[g] > 1) if need is None else np.argwhere(counts[g] != need)
+    for g in range(4):
+        wrong = np.argwhere(counts[g] != 1) if g < 2 else np.argwhere(counts[g] > 1)
         for st, mb in wrong[:3]:
-            expected = "at most 1" if need is None else int(np.broadcast_to(need, (S, M))[st, mb])
+            expected = "exactly 1" if g < 2 else "at most 1"
             problems.append(f"{names[g]} of stage {st}, micro-batch {mb} appears {counts[g, st, mb]}x "
                             f"(expected {expected})")
-    if problems:
-        raise InputError("malformed schedule: " + "; ".join(problems[:5]))
+    raise InputError("malformed schedule: " + "; ".join(problems[:5]))
 
 
 def _describe(idx, device, kind, micro, stage) -> str:
@@ -146,49 +178,33 @@ def _describe(idx, device, kind, micro, stage) -> str:
 def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
     """Simulate `s` with `costs`; pass `compiled` to reuse the dependency analysis across cost changes."""
     c = compiled or compile_schedule(s)
-    dur = costs.kind_durations(s.v)[c.kind] * costs.factors(s.num_stages)[c.stage]
+    table = costs.kind_durations(s.v)[:, None] * costs.factors(s.num_stages)[None, :]
+    dur = table.ravel()[c.cost_class]
     if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
         idx = np.flatnonzero(c.fused)
         dur[idx + 1] += dur[idx]
         dur[idx] = 0.0
-    start = _schedule_runs(c, dur, costs.tcomm, s.p)
-    return Timeline.build(s, c.device, c.kind, c.micro, c.chunk, c.stage, start, start + dur, costs)
+    start = _schedule_runs(c, dur, costs.tcomm)
+    return Timeline.build(s, c, start, dur, costs)
 
 
-def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float, p: int) -> np.ndarray:
-    lead_idx = np.flatnonzero(c.is_leader)
-    L = lead_idx.size
-    # Time from the run's start to each op's start. Leaders get an exact 0 and run lengths are summed
-    # per run, so long timelines do not accumulate the round-off of one global cumulative sum.
+def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float) -> np.ndarray:
+    # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
     cum = np.cumsum(dur)
-    cum_excl = cum - dur - (cum[lead_idx] - dur[lead_idx])[c.leader]
-    cum_excl[lead_idx] = 0.0
-    run_dur = np.add.reduceat(dur, lead_idx)
+    base = cum[c.lead_idx] - dur[c.lead_idx]  # cumulative duration before each run
+    rdur = np.zeros(c.num_slots)
+    rdur[c.slot] = np.diff(base, append=cum[-1])  # each run's length
+    dep_add = np.zeros(c.num_slots)
+    dep_add[c.waiting_slot] = cum[c.input_op] - base[c.input_run] + tcomm  # input ready this long after its run starts
 
-    # Leader arrays with one stop slot after each device's leaders; two extra slots at the end:
-    # READY (time 0, for leaders without an input) and NEVER (NaN, for the stop slots).
-    lead_dev = c.device[lead_idx].astype(np.int64)
-    pos = np.arange(L) + lead_dev  # slot of each leader once stop slots are inserted
-    slots = L + p
-    READY, NEVER = slots, slots + 1
-    stop_pos = np.searchsorted(lead_dev, np.arange(p), side="right") + np.arange(p)
-    dep_op = c.dep[lead_idx]
-    has = dep_op >= 0
-    dep_slot = np.full(slots, NEVER, dtype=np.int64)
-    dep_slot[pos] = READY
-    dep_slot[pos[has]] = pos[c.leader[dep_op[has]]]
-    dep_add = np.zeros(slots)
-    dep_add[pos[has]] = (cum_excl + dur)[dep_op[has]] + tcomm
-    rdur = np.zeros(slots)
-    rdur[pos] = run_dur
-    dep_slot[stop_pos] = NEVER
-
-    val = np.full(slots + 2, np.nan)  # start time of each run; NaN until computed
-    val[READY] = 0.0
-    ptr = np.searchsorted(lead_dev, np.arange(p), side="left") + np.arange(p)
+    p = c.p
+    val = np.full(c.num_slots + 2, np.nan)  # start time of each run; NaN until computed
+    val[c.num_slots] = 0.0  # READY
+    ptr = c.slot[c.leader[c.seg]].copy()
     free = np.zeros(p)
     fmax, maximum = np.fmax, np.maximum
-    goal, last = int(stop_pos.sum()), -1
+    dep_slot = c.dep_slot
+    goal, last = int(c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]].sum()) + p, -1  # all at stop slots
     while True:
         for _ in range(_ROUNDS_PER_CHECK):  # a round costs ~3 us: keep it to a handful of numpy calls
             de = val[dep_slot[ptr]]
@@ -203,15 +219,16 @@ def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float, p: int) -> np.nda
         if moved == goal:
             break
         if moved == last:
-            _raise_deadlock(c, lead_idx, pos, ptr, stop_pos)
+            _raise_deadlock(c, ptr)
         last = moved
-    return val[pos][c.leader] + cum_excl
+    offset = cum - dur
+    offset -= base[c.leader]
+    return val[c.op_slot] + offset
 
 
-def _raise_deadlock(c: Compiled, lead_idx, pos, ptr, stop_pos) -> None:
-    slot_to_leader = np.full(int(pos.max()) + 2, -1)
-    slot_to_leader[pos] = np.arange(pos.size)
-    stuck = [int(lead_idx[slot_to_leader[s]]) for s in ptr if s not in set(stop_pos.tolist())]
+def _raise_deadlock(c: Compiled, ptr) -> None:
+    slot_to_op = dict(zip(c.slot.tolist(), c.lead_idx.tolist(), strict=True))
+    stuck = [slot_to_op[s] for s in ptr.tolist() if s in slot_to_op]
     waits = []
     for i in stuck[:6]:
         d = c.dep[i]

@@ -37,11 +37,12 @@ class Timeline:
     start: np.ndarray
     end: np.ndarray
     seg: np.ndarray  # offset of each device's first op (ops are device-major)
+    dur: np.ndarray
 
     @classmethod
-    def build(cls, s: Schedule, device, kind, micro, chunk, stage, start, end, costs) -> Timeline:
-        seg = np.searchsorted(device, np.arange(s.p))
-        return cls(s, costs, device, kind, micro, chunk, stage, start, end, seg)
+    def build(cls, s: Schedule, c, start: np.ndarray, dur: np.ndarray, costs) -> Timeline:
+        """From the compiled schedule `c` (core.simulate.Compiled) and the computed start times."""
+        return cls(s, costs, c.device, c.kind, c.micro, c.chunk, c.stage, start, start + dur, c.seg, dur)
 
     # ---- time ---------------------------------------------------------------------------------
     @cached_property
@@ -50,7 +51,7 @@ class Timeline:
 
     @cached_property
     def busy(self) -> np.ndarray:
-        return np.bincount(self.device, weights=self.end - self.start, minlength=self.schedule.p)
+        return np.add.reduceat(self.dur, self.seg)
 
     @property
     def idle(self) -> np.ndarray:
@@ -81,46 +82,40 @@ class Timeline:
 
     # ---- memory -------------------------------------------------------------------------------
     @cached_property
-    def _events(self) -> tuple[np.ndarray, ...]:
-        """Per-device (device, time, held, pending-W) step curves in chunk units.
+    def _levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Held and pending-W counts (chunk units) after every op, in device order.
 
-        Ops of one device never overlap and are stored in device order, so events in op order are
-        already sorted by time (a release at the end of one op precedes an allocation at the next
-        op's start): one cumulative sum, no sort. Each device's deltas sum to zero, so the running
-        sum restarts at zero on every device.
+        Ops of one device never overlap and are stored in device order, so a running sum over ops is
+        already in time order (a release at the end of one op precedes an allocation at the next op's
+        start), and each device's deltas sum to zero, so the sum restarts at zero on every device.
         """
         k = self.kind
-        held = _HELD_DELTA[k]
-        pend = _PENDING_DELTA[k]
-        keep = (held != 0) | (pend != 0)
-        t = np.where(k == F, self.start, self.end)[keep]
-        return self.device[keep], t, np.cumsum(held[keep]), np.cumsum(pend[keep])
+        return np.cumsum(_HELD_DELTA[k]), np.cumsum(_PENDING_DELTA[k])
 
-    def _per_device_peak(self, values: np.ndarray) -> np.ndarray:
-        dev = self._events[0]
-        if dev.size == 0:
-            return np.zeros(self.schedule.p)
-        starts = np.searchsorted(dev, np.arange(self.schedule.p))
-        present = np.bincount(dev, minlength=self.schedule.p) > 0
-        out = np.zeros(self.schedule.p)
-        out[present] = np.maximum.reduceat(values, starts[present])
-        return np.maximum(out, 0) / self.schedule.v
+    def _per_device_peak(self, levels: np.ndarray) -> np.ndarray:
+        return np.maximum(np.maximum.reduceat(levels, self.seg), 0) / self.schedule.v
 
     @cached_property
     def peak_inflight(self) -> np.ndarray:
         """Per device: most micro-batches whose activations are held at once (full-stage units)."""
-        return self._per_device_peak(self._events[2])
+        return self._per_device_peak(self._levels[0])
 
     @cached_property
     def peak_pending_w(self) -> np.ndarray:
         """Per device: most micro-batches whose input gradient is done but weight gradient is not."""
-        return self._per_device_peak(self._events[3])
+        return self._per_device_peak(self._levels[1])
 
     def memory_curve(self) -> dict[str, np.ndarray]:
-        """Step curves per device: after each event at `time`, `held` and `pending_w` hold (stage units)."""
-        dev, t, held, pend = self._events
+        """Step curves per device: after each event at `time`, `held` and `pending_w` hold (stage units).
+
+        An F allocates at its start; B or W free at their end; I moves work to pending W at its end.
+        """
+        held, pend = self._levels
+        k = self.kind
+        keep = (_HELD_DELTA[k] != 0) | (_PENDING_DELTA[k] != 0)
+        t = np.where(k == F, self.start, self.end)[keep]
         v = self.schedule.v
-        return {"device": dev, "time": t, "held": held / v, "pending_w": pend / v}
+        return {"device": self.device[keep], "time": t, "held": held[keep] / v, "pending_w": pend[keep] / v}
 
     # ---- summary ------------------------------------------------------------------------------
     @property

@@ -7,7 +7,8 @@ from core.schedules.ir import B, F, Schedule, alternate, chain, loop_stage_map, 
 
 def gpipe(p: int, m: int, v: int = 1) -> Schedule:
     """All forwards, then all backwards: every device holds all m micro-batches at its peak."""
-    devices = tuple(chain(ops(F, range(m)), ops(B, range(m))) for _ in range(p))
+    order = chain(ops(F, range(m)), ops(B, range(m)))
+    devices = tuple(order for _ in range(p))  # every device runs the same order
     return Schedule("gpipe", p, 1, m, devices, loop_stage_map(p, 1))
 
 
@@ -16,14 +17,11 @@ def one_f_one_b(p: int, m: int, v: int = 1) -> Schedule:
 
     Same bubble as GPipe; device d never holds more than min(p - d, m) micro-batches.
     """
+    forwards, backwards = ops(F, range(m)), ops(B, range(m))
     devices = []
     for d in range(p):
         warm = min(p - 1 - d, m)
         steady = m - warm
-        devices.append(chain(
-            ops(F, range(warm)),
-            alternate(ops(F, range(warm, m)), ops(B, range(steady))),
-            ops(B, range(steady, m)),
-        ))
+        devices.append(chain(forwards[:warm], alternate(forwards[warm:], backwards[:steady]), backwards[steady:]))
     return Schedule("1f1b", p, 1, m, tuple(devices), loop_stage_map(p, 1))
 

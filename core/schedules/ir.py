@@ -129,9 +129,9 @@ class Schedule:
     def flat(self) -> tuple[np.ndarray, ...]:
         """Device, kind, micro, chunk, fused of every op, device-major (each device's ops in its order)."""
         lengths = [len(d) for d in self.devices]
-        rows = chain(*self.devices)
-        device = np.repeat(np.arange(self.p, dtype=np.int32), lengths)
-        return device, rows[:, 0].astype(np.int8), rows[:, 1], rows[:, 2].astype(np.int16), rows[:, 3].astype(bool)
+        cols = chain(*self.devices).T.astype(np.intp)  # one pass; intp is what numpy indexes with fastest
+        device = np.repeat(np.arange(self.p), lengths)
+        return device, cols[0], cols[1], cols[2], cols[3].astype(bool)
 
     def first_op_of_each_device(self) -> np.ndarray:
         """Flat index of each device's first op (ops are stored device-major)."""
