@@ -100,7 +100,7 @@ def _random_candidates(n: int, seed: int = 0) -> dict[str, np.ndarray]:
             "recompute": rng.integers(0, 3, n), "sp": rng.integers(0, 2, n).astype(bool)}
 
 
-def run() -> list[dict]:
+def bench_rows() -> list[dict]:
     c = candidates()
     n = len(c["t"])
     start = time.perf_counter()
@@ -132,5 +132,5 @@ def run() -> list[dict]:
 
 if __name__ == "__main__":
     print(f"# bench_memory on {machine()}")
-    for row in run():
+    for row in bench_rows():
         print(f"{row['benchmark']:<95} {row['value']:>12,.3f} {row['unit']:<18} target {row['target']}")
