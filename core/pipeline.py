@@ -8,14 +8,15 @@ dependency analysis) is cached separately, so changing only costs re-runs just t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from core import formulas
+from core.ops_cache import OpsBoundedCache
 from core.params import check_dataclass, parse_lenient, parse_strict
-from core.params.pipeline import PIPELINE
+from core.params.pipeline import MAX_OPS, PIPELINE
 from core.schedules import REGISTRY, build
 from core.schedules.ir import Schedule
 from core.schedules.pipedream import weight_versions
@@ -82,10 +83,19 @@ class PipelineParams:
         return any(abs(x - 1.0) > 1e-12 for x in self.stage_factors())
 
 
-@lru_cache(maxsize=8)
+# Both caches are bounded by operations held (about 170 bytes each), not by entry count: the
+# largest allowed configuration alone is 2^20 ops. Two such timelines fit, or thousands of small ones.
+CACHE_BUDGET_OPS = 2 * MAX_OPS
+_structures: OpsBoundedCache[tuple[Schedule, Compiled]] = OpsBoundedCache(CACHE_BUDGET_OPS, lambda sc: sc[0].num_ops)
+_results: OpsBoundedCache[PipelineResult] = OpsBoundedCache(CACHE_BUDGET_OPS, lambda r: r.timeline.num_ops)
+
+
 def _structure(schedule: str, p: int, m: int, v: int, iterations: int, recompute: bool) -> tuple[Schedule, Compiled]:
-    s = build(schedule, p, m, v, iterations, recompute)
-    return s, compile_schedule(s)
+    def make() -> tuple[Schedule, Compiled]:
+        s = build(schedule, p, m, v, iterations, recompute)
+        return s, compile_schedule(s)
+
+    return _structures.get_or_make((schedule, p, m, v, iterations, recompute), make)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,11 +158,14 @@ class PipelineResult:
         }
 
 
-@lru_cache(maxsize=32)
 def simulate(params: PipelineParams) -> PipelineResult:
     """Build, check and time the schedule `params` describes (cached per parameter set)."""
-    s, compiled = _structure(params.schedule, params.p, params.m, params.v, params.iterations, params.recompute)
-    return PipelineResult(params, s, run_timeline(s, params.costs(), compiled))
+
+    def make() -> PipelineResult:
+        s, compiled = _structure(params.schedule, params.p, params.m, params.v, params.iterations, params.recompute)
+        return PipelineResult(params, s, run_timeline(s, params.costs(), compiled))
+
+    return _results.get_or_make(params, make)
 
 
 def peak_inflight(schedule: str, p: int, m: int, v: int = 2) -> float:
