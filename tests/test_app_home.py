@@ -7,13 +7,12 @@ those (tests/test_browser_home.py covers that round trip).
 
 import importlib
 import json
-import pkgutil
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.errors import InputError
-from core.params import Spec
+from core.params import all_tables
 from core.params.pipeline import PIPELINE
 from tests.conftest import ROOT
 from ui.cache import cached, clear_all
@@ -168,15 +167,7 @@ def test_share_link_uses_the_browser_address_and_non_default_values():
 
 def _spec_tables():
     """Every spec table in core.params.* ("module:NAME"), so each table that lands is covered."""
-    import core.params
-
-    found = []
-    for info in pkgutil.iter_modules(core.params.__path__, "core.params."):
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if isinstance(obj, dict) and obj and all(isinstance(v, Spec) for v in obj.values()):
-                found.append(f"{info.name}:{name}")
-    return found
+    return [f"core.params.{name.replace('.', ':')}" for name in all_tables()]
 
 
 def _garbage(spec):

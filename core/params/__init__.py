@@ -182,3 +182,26 @@ def documented_ranges(specs: Iterable[Spec]) -> list[dict[str, str]]:
         {"key": s.key, "range": s.describe_range(), "default": str(s.default), "unit": s.unit, "help": s.help}
         for s in specs
     ]
+
+
+def all_tables() -> dict[str, dict[str, Spec]]:
+    """Every spec table in core.params.* as {"pipeline.PIPELINE": {...}}: for the docs and the fuzz tests.
+
+    A table imported into another params module is listed once, under the module that defines it.
+    """
+    import importlib
+    import pkgutil
+
+    import core.params
+
+    found: dict[int, str] = {}
+    tables: dict[int, dict[str, Spec]] = {}
+    for info in sorted(pkgutil.iter_modules(core.params.__path__, "core.params."), key=lambda i: i.name):
+        module = importlib.import_module(info.name)
+        short = info.name.removeprefix("core.params.")
+        for name, obj in vars(module).items():
+            if isinstance(obj, dict) and obj and all(isinstance(v, Spec) for v in obj.values()):
+                if id(obj) not in found or name.lower() == short:
+                    found[id(obj)] = f"{short}.{name}"
+                    tables[id(obj)] = obj
+    return {found[k]: tables[k] for k in sorted(found, key=lambda k: found[k])}
