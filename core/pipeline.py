@@ -84,8 +84,8 @@ class PipelineParams:
 
 
 # Both caches are bounded by operations held (about 170 bytes each), not by entry count: the
-# largest allowed configuration alone is 2^20 ops. Two such timelines fit, or thousands of small ones.
-CACHE_BUDGET_OPS = 2 * MAX_OPS
+# largest allowed configuration alone is 2^20 ops: it fits alone, or thousands of small ones fit.
+CACHE_BUDGET_OPS = MAX_OPS
 _structures: OpsBoundedCache[tuple[Schedule, Compiled]] = OpsBoundedCache(CACHE_BUDGET_OPS, lambda sc: sc[0].num_ops)
 _results: OpsBoundedCache[PipelineResult] = OpsBoundedCache(CACHE_BUDGET_OPS, lambda r: r.timeline.num_ops)
 
