@@ -1,0 +1,136 @@
+"""Benchmark: the t x p x d planner's full enumeration, cold (no simulation cached) and warm.
+
+Each plan searches every t x p x d of G (t dividing the heads, p up to 64 and the layers), micro-batch sizes
+1, 2, 4, 8, ZeRO 0-3, recompute none / selective / full, sequence parallelism off / on, and the schedules
+1F1B, interleaved (v = 2) and ZB-H1: core.planner.plan, exactly what the CLI and the page call. "cold" clears
+the planner's simulation cache first, so every distinct (schedule, p, m, v) is simulated inside the timing;
+"warm" is the same plan again (every simulation shared from the cache: what a page rerun with other step-time
+assumptions costs).
+
+Run: python bench/bench_planner.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core import planner  # noqa: E402
+from core.params.planner import PlannerParams  # noqa: E402
+
+MB_SIZES = (1.0, 2.0, 4.0, 8.0)
+CASES = (
+    # (label, params, target seconds cold)
+    ("G = 4,096, GPT-3 175B on A100 80GB, batch 1,536",
+     PlannerParams(model="gpt3-175b", gpu="a100-80gb", gpus=4096, batch=1536, mb_sizes=MB_SIZES), 1.0),
+    ("G = 4,096, Llama 3 405B on H100, batch 2,048",
+     PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=4096, batch=2048, mb_sizes=MB_SIZES), 1.0),
+    ("G = 16,384, Llama 3 405B on H100, batch 2,048",
+     PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=16384, batch=2048, mb_sizes=MB_SIZES), 3.0),
+    ("G = 16,384, Llama 3 405B on H100, batch 16,384",
+     PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=16384, batch=16384, mb_sizes=MB_SIZES), 3.0),
+)
+REPEATS = 3
+APP = Path(__file__).resolve().parents[1] / "app.py"
+LARGEST = {"model": "llama3-405b", "gpus": "65536", "batch": "4194304", "mb_sizes": "1,2,4,8,16,32,64,128",
+           "offload": "all", "rows": "1000", "feasible_only": "false"}
+COMPOSITE = PlannerParams(model="megatron-1t", gpu="h100-80gb", gpus=55440, batch=221760,
+                          mb_sizes=(1, 2, 3, 4, 5, 6, 7, 8), offload="all")
+
+
+def machine() -> str:
+    import os
+    import platform
+
+    return f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
+
+
+def _timed(q: PlannerParams, cold: bool) -> tuple[float, planner.PlanResult]:
+    times, result = [], None
+    for _ in range(REPEATS):
+        if cold:
+            planner.clear_cache()
+        t0 = time.perf_counter()
+        result = planner.plan(q)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def bench_rows() -> list[dict]:
+    rows = []
+    for label, q, target in CASES:
+        planner.plan(q)  # imports and first-call costs out of the way
+        cold, result = _timed(q, cold=True)
+        warm, _ = _timed(q, cold=False)
+        n, feasible = len(result.frame), len(result.feasible)
+        rows += [
+            {"benchmark": f"plan, cold: {label} ({n:,} candidates, {result.simulations} simulations, "
+                          f"{feasible:,} feasible)", "value": cold * 1e3, "unit": f"ms (median of {REPEATS})",
+             "target": f"< {target * 1e3:,.0f} ms"},
+            {"benchmark": f"plan, warm (simulations cached): {label}", "value": warm * 1e3,
+             "unit": f"ms (median of {REPEATS})", "target": "< 200 ms (a page rerun)"},
+        ]
+    return rows
+
+
+def _page(query: dict, change) -> tuple[float, float, float]:
+    """AppTest, server side: (first run, rerun with nothing changed, rerun after `change` of a widget)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.switch_page("pages/planner.py")
+    at.query_params.update(query)
+    t0 = time.perf_counter()
+    at.run()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    at.run()
+    rerun = time.perf_counter() - t0
+    change(at)
+    t0 = time.perf_counter()
+    at.run()
+    changed = time.perf_counter() - t0
+    assert not at.exception, at.exception
+    return first, rerun, changed
+
+
+def page_rows() -> list[dict]:
+    """The Planner page's server-side rerun times (AppTest), default and largest allowed settings."""
+    planner.clear_cache()
+    rows = []
+    for label, query in (("default settings", {}), ("largest settings (G = 65,536, 8 micro-batch sizes, offload all, "
+                                                    "1,000 rows)", LARGEST)):
+        first, rerun, view = _page(query, lambda at: at.toggle(key="feasible_only").set_value(True))
+        _, _, assumption = _page(query, lambda at: at.number_input(key="eff").set_value(0.5))
+        target = "< 200 ms" if not query else "< 1,000 ms"
+        rows += [
+            {"benchmark": f"page, first run (cold simulations), {label}", "value": first * 1e3, "unit": "ms",
+             "target": "(first load)"},
+            {"benchmark": f"page rerun after a view widget (feasible-only), {label}", "value": view * 1e3,
+             "unit": "ms", "target": target},
+            {"benchmark": f"page rerun after an assumption (re-plan, simulations cached), {label}",
+             "value": assumption * 1e3, "unit": "ms", "target": target},
+        ]
+    return rows
+
+
+def budget_row() -> dict:
+    """A highly composite G with every micro-batch size: the simulation budget bounds the work."""
+    cold, result = _timed(COMPOSITE, cold=True)
+    return {"benchmark": f"plan, cold, G = 55,440 (highly composite), 8 micro-batch sizes, offload all "
+                         f"({len(result.frame):,} candidates, {result.simulations} simulations in the budget)",
+            "value": cold * 1e3, "unit": f"ms (median of {REPEATS})", "target": "bounded by SIM_BUDGET"}
+
+
+def main() -> None:
+    print(machine())
+    for r in bench_rows() + [budget_row()] + page_rows():
+        print(f"{r['benchmark']:<110} {r['value']:>9.1f} {r['unit']:<16} {r['target']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""`python -m core plan`: enumerate and rank t x p x d layouts, explain the best, export its configs.
+
+    python -m core plan --model llama3-70b --gpus 64 --gpu a100-80gb --global-batch 512
+    python -m core plan --layers 80 --hidden 8192 --heads 64 --seq 4096 --vocab 128256 --params 70e9 \\
+        --gpus 64 --gpu-mem 80 --gpu-tflops 312 --gpus-per-node 8 --global-batch 512 --json
+    python -m core plan --model bloom-176b --gpu a100-80gb --gpus 384 --global-batch 2048 \\
+        --fix t=4,p=12,zero=1,mbs=2,recompute=full,sp=off,schedule=1f1b --explain --export megatron
+
+Same inputs, same numbers as the Planner page (core.planner.plan on a core.params.planner.PlannerParams).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from core import planner, recommend
+from core.cli import spec_args
+from core.cli.text import print_json, render
+from core.errors import InputError
+from core.params.planner import ASSUMPTIONS, PLAN, PlannerParams
+from core.units import GB
+
+FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "zero": "zero", "schedule": "schedule", "v": "v",
+            "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp", "offload": "offload"}
+ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
+              "ffn": "--ffn", "vocab": "--vocab", "seq": "--seq", "params": "--params", "mlp": "--mlp"}
+GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpn": "--gpus-per-node",
+             "intra_bw": "--intra-bw", "inter_bw": "--inter-bw"}
+
+
+def build(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_argument_group("model (a preset, or a custom architecture)")
+    spec_args.add(what, PLAN["model"], "--model")
+    for key, flag in ARCH_FLAGS.items():
+        spec_args.add(what, PLAN[key], flag)
+    what.add_argument("--tied", choices=("true", "false"), default=None,
+                      help="Custom model: tied input and output embeddings (default true). A custom model's "
+                           "--kv-heads defaults to --heads and --ffn to 4 x --hidden.")
+    cluster = parser.add_argument_group("cluster (a GPU preset, or custom numbers)")
+    spec_args.add(cluster, PLAN["gpus"], "--gpus")
+    spec_args.add(cluster, PLAN["gpu"], "--gpu")
+    for key, flag in GPU_FLAGS.items():
+        spec_args.add(cluster, PLAN[key], flag)
+    train = parser.add_argument_group("training")
+    spec_args.add(train, PLAN["batch"], "--global-batch")
+    spec_args.add(train, PLAN["mb_sizes"], "--micro-batch-sizes")
+    for key in ("precision", "optimizer", "k"):
+        spec_args.add(train, PLAN[key])
+    search = parser.add_argument_group("search space")
+    search.add_argument("--fix", default="", metavar="KEY=VALUE,...",
+                        help="Pin search dimensions (evaluate your layout): " + ", ".join(FIX_KEYS)
+                        + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on. "
+                          "zero, schedule, recompute, sp and offload also take 'all'.")
+    model = parser.add_argument_group("step-time assumptions (each with its justification in --help)")
+    for spec in ASSUMPTIONS.values():
+        spec_args.add(model, spec)
+    out = parser.add_argument_group("output")
+    out.add_argument("--top", type=int, default=10, help="Candidates to print (0 = all). Default 10.")
+    out.add_argument("--feasible-only", action="store_true", help="Leave out infeasible candidates.")
+    fmt = out.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="Print a JSON list of candidates (bytes, seconds).")
+    fmt.add_argument("--csv", action="store_true", help="Print the candidates as CSV (every column).")
+    out.add_argument("--explain", action="store_true",
+                     help="Print the recommendation in plain words, with every assumption.")
+    out.add_argument("--export", choices=("deepspeed", "megatron", "fsdp"), default=None,
+                     help="Print the DeepSpeed JSON, Megatron-LM command or FSDP2 snippet of a candidate "
+                          "(notes go to stderr).")
+    out.add_argument("--rank", type=int, default=1, help="Which feasible candidate --export uses (default 1).")
+
+
+def params_from(args: argparse.Namespace) -> PlannerParams:
+    """The CLI's arguments as a PlannerParams (InputError for a bad or contradictory value)."""
+    raw = {k: getattr(args, k) for k in PLAN if getattr(args, k, None) is not None}
+    arch = [ARCH_FLAGS[k] for k in ARCH_FLAGS if k in raw] + (["--tied"] if args.tied else [])
+    if arch:
+        if raw.get("model", "custom") != "custom":
+            raise InputError(f"give --model or a custom architecture ({', '.join(arch)}), not both")
+        raw["model"] = "custom"
+        if args.tied:
+            raw["tied"] = args.tied
+        if "heads" in raw and "kv_heads" not in raw:
+            raw["kv_heads"] = raw["heads"]  # plain multi-head attention unless --kv-heads says otherwise
+        if "hidden" in raw and "ffn" not in raw:
+            raw["ffn"] = str(4 * PLAN["hidden"].parse(raw["hidden"]))  # the GPT MLP width unless --ffn
+    elif raw.get("model") is None:
+        raise InputError("give --model PRESET, or --layers --hidden --heads --seq --vocab for a custom model")
+    custom_gpu = [GPU_FLAGS[k] for k in GPU_FLAGS if k in raw]
+    if custom_gpu:
+        if raw.get("gpu", "custom") != "custom":
+            raise InputError(f"give --gpu or custom GPU numbers ({', '.join(custom_gpu)}), not both")
+        raw["gpu"] = "custom"
+    elif raw.get("gpu") is None:
+        raise InputError("give --gpu PRESET, or --gpu-mem --gpu-tflops --gpus-per-node for a custom GPU")
+    if raw.get("gpus") is None or raw.get("batch") is None:
+        raise InputError("--gpus and --global-batch are required")
+    raw.update(parse_fix(args.fix))
+    return PlannerParams.from_strings(raw)
+
+
+def parse_fix(text: str) -> dict[str, str]:
+    """'t=8,p=16,zero=1' -> {'fix_t': '8', 'fix_p': '16', 'zero': '1'} (values are checked by PLAN's specs)."""
+    out: dict[str, str] = {}
+    if len(text) > 200:
+        raise InputError("--fix: too long")
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in FIX_KEYS:
+            raise InputError(f"--fix: {item[:40]!r} is not KEY=VALUE with KEY one of {', '.join(FIX_KEYS)}")
+        out[FIX_KEYS[key]] = value.strip()
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise InputError("--top: must be 0 (all) or more")
+    result = planner.plan(params_from(args))
+    if args.export:
+        return _export(result, args.export, args.rank)
+    frame = result.feasible if args.feasible_only else result.frame
+    frame = frame if args.top == 0 else frame.head(args.top)
+    if args.json:
+        print_json(result.records(top=args.top or None, feasible_only=args.feasible_only))
+        _to_stderr(result)
+    elif args.csv:
+        sys.stdout.write(result.csv(top=args.top or None, feasible_only=args.feasible_only))
+        _to_stderr(result)
+    else:
+        print(_human(result, frame))
+    if args.explain:
+        print(recommend.recommend(result).text(), file=sys.stderr if args.json or args.csv else sys.stdout)
+    return 0
+
+
+def _to_stderr(result: planner.PlanResult) -> None:
+    """With --json/--csv stdout stays machine-readable: what the search left out goes to stderr."""
+    for note in result.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if result.feasible.empty:
+        sys.stderr.write(f"note: {result.why_empty()}\n")
+
+
+def _export(result: planner.PlanResult, kind: str, rank: int) -> int:
+    feasible = result.feasible
+    if feasible.empty:
+        raise InputError("no feasible candidate to export. " + result.why_empty())
+    if not 1 <= rank <= len(feasible):
+        raise InputError(f"--rank: choose 1 to {len(feasible)} (the feasible candidates)")
+    art = result.export(kind, feasible.iloc[rank - 1])
+    sys.stdout.write(art.text if art.text.endswith("\n") else art.text + "\n")
+    for note in art.notes:
+        sys.stderr.write(f"note: {note}\n")
+    return 0
+
+
+def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
+    q, m, g = result.params, result.model, result.gpu
+    lines = [f"{m.name} ({m.params / 1e9:,.3g}B parameters) on {q.gpus:,} x {g.name} ({g.gpus_per_node} per server), "
+             f"global batch {q.batch:,} sequences of {m.seq:,} tokens.",
+             f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
+             f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.", ""]
+    headers = ["rank", "t", "p", "d", "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "bubble %",
+               "step s", "tokens/s", "MFU %", "why infeasible"]
+    rows = []
+    for r in frame.to_dict("records"):
+        sched = r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else "")
+        rows.append(["-" if r["rank"] != r["rank"] else f"{r['rank']:.0f}", r["t"], r["p"], r["d"],
+                     r["micro_batch_size"], r["m"] or "-", sched if r["p"] > 1 else "-", r["zero_stage"],
+                     r["recompute"], "on" if r["sequence_parallel"] else "off", _num(r["memory_bytes"] / GB, 1),
+                     _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2), _num(r["tokens_per_s"], 0),
+                     _num(100 * r["mfu"], 1), "; ".join(r["reasons"])[:90]])
+    if rows:
+        lines.append(render(headers, rows))
+    if result.feasible.empty:
+        lines += ["", result.why_empty()]
+    lines += [f"note: {n}" for n in result.notes]
+    lines.append("More: --explain (plain words and assumptions), --json/--csv (every column), --export KIND.")
+    return "\n".join(lines)
+
+
+def _num(x: float, digits: int) -> str:
+    return "-" if x != x else f"{x:,.{digits}f}"

@@ -1,0 +1,218 @@
+"""Inputs of the t x p x d planner (Planner page, `python -m core plan`): what to plan, where to search, and
+every step-time assumption as a named number with a one-line justification.
+
+One source of truth for the cluster: the planner's model and cluster keys are the Spec objects of
+core.params.model (MODEL, CLUSTER), reused here, not copied. core.params.memory.ZERO has keys of its own for
+the ZeRO page's single-layout question (`gpus` = 0 means "exactly t x p x N_d", `gpus_per_node`, `bw`); their
+ranges contain CLUSTER's, so every planner row makes a valid ZeRO-page link (tests/test_planner_params.py
+checks the containment). Optimizer and the optional K are ZERO's specs, also reused.
+
+Search dimensions take "all" (search it) or one value (pin it); t, p and d are pinned with a number > 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.errors import InputError
+from core.params import Spec, parse_lenient, parse_strict, table
+from core.params.memory import RECOMPUTE_MODES, ZERO
+from core.params.model import CLUSTER, MODEL, preset_choices
+from core.params.pipeline import PIPELINE
+
+SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # core.layout.SCHEDULES
+DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # "all": Megatron's two and the cheapest zero-bubble one
+MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: larger p is not enumerated
+MAX_MB_SIZES = 8
+
+_CHOICE_ALL = "all"
+
+_custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "params", "mlp", "tied")
+_custom_gpu = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")
+
+# The step-time model's assumptions. The help text is the one-line justification shown with every plan.
+ASSUMPTIONS = table(
+    CLUSTER["eff"],
+    Spec("comm_eff", "float", 0.8, 0.05, 1.0, label="Achievable fraction of link bandwidth",
+         help="Collectives rarely run at line rate (protocol overhead, synchronisation, shared links); "
+              "0.8 is a round middle for NCCL rings on NVLink and InfiniBand."),
+    Spec("tp_overlap", "float", 0.0, 0.0, 1.0, label="Tensor-parallel comm hidden",
+         help="Megatron's tensor-parallel all-reduces sit between dependent matmuls, on the critical path, "
+              "unless TP communication overlap is configured: none hidden by default."),
+    Spec("dp_overlap", "float", 0.8, 0.0, 1.0, label="Share of the compute window that hides DP/ZeRO comm",
+         help="Bucketed gradient collectives run during the backward pass (DeepSpeed overlap_comm, Megatron "
+              "overlap_grad_reduce) and parameter gathers during the forward; the last bucket and kernel "
+              "contention leave part exposed."),
+    Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Pipeline send latency", unit="microseconds",
+         help="Per point-to-point message: a few microseconds of NCCL launch and network latency. The fill and "
+              "drain chains of a pipeline pay it once per stage boundary; steady-state sends overlap compute."),
+    Spec("reserve_frac", "float", 0.1, 0.0, 0.9, label="Memory reserve",
+         help="Share of each GPU kept free for communication buckets, fused-kernel workspaces and allocator "
+              "fragmentation (the CUDA context is covered by reading the GB label as 1e9 bytes)."),
+    Spec("pcie_bw", "float", 25.0, 0.1, 10000.0, label="Host link bandwidth", unit="GB/s per direction",
+         help="Offload traffic per GPU: PCIe 4.0 x16 is 32 GB/s per direction on paper, about 25 in practice."),
+    Spec("cpu_adam", "float", 1.0, 0.001, 1000.0, label="CPU optimizer rate", unit="billion parameters/s per GPU",
+         help="With offload the optimizer step runs on the host: DeepSpeed's vectorised CPU-Adam updates on the "
+              "order of 1e9 parameters per second per process (an order of magnitude; set your own)."),
+)
+
+# Why the defaults are what they are, where the Spec's help (shared with other pages) says only what it means.
+WHY = {
+    "eff": "End-to-end runs that include the bubble and exposed communication sustain 0.43-0.52 of dense peak "
+           "(Narayanan et al. 2021, Table 1; Llama 3 405B: 38-43 % MFU), so the compute-only share sits above that.",
+}
+
+SEARCH = table(
+    Spec("fix_t", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin tensor-parallel t",
+         help="0 searches every t that divides the heads and G; a number evaluates only that t."),
+    Spec("fix_p", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin pipeline p",
+         help=f"0 searches every p that divides G, up to the layers and the simulator's {MAX_SIM_P} devices."),
+    Spec("fix_d", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin data-parallel d",
+         help="0 searches every d = G / (t p); a number keeps only layouts with that d."),
+    Spec("zero", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "0", "1", "2", "3"), label="ZeRO stage",
+         help="ZeRO across the d data-parallel ranks (0 = plain data parallelism); all searches 0-3."),
+    Spec("schedule", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *SEARCH_SCHEDULES), label="Pipeline schedule",
+         help="all searches " + ", ".join(DEFAULT_SCHEDULES) + "; p = 1 runs no pipeline (listed as 1f1b)."),
+    Spec("v", "int", 2, 2, int(PIPELINE["v"].hi), label="Interleaved chunks v",
+         help="Chunks per device for the interleaved schedule (zbv and dualpipev always use 2)."),
+    Spec("recompute", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *RECOMPUTE_MODES), label="Recompute",
+         help="Activation recomputation: selective (attention core) or full (whole layers); all searches the three."),
+    Spec("sp", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="Sequence parallelism",
+         help="Shard layer norms and dropouts over the tensor-parallel group (only matters when t > 1)."),
+    Spec("offload", "choice", "none", choices=("none", "optimizer", "optimizer+params", _CHOICE_ALL),
+         label="Offload", help="Optional ZeRO-Offload (optimizer state to CPU, ZeRO 1-3) or ZeRO-Infinity "
+                               "(also parameters, ZeRO 3); all searches the three."),
+)
+
+PLAN = table(
+    *preset_choices().values(),
+    CLUSTER["gpus"],
+    CLUSTER["batch"],
+    Spec("mb_sizes", "floats", (1.0, 2.0), 1, CLUSTER["mbs"].hi, max_items=MAX_MB_SIZES,
+         label="Micro-batch sizes to consider", unit="sequences",
+         help="Whole numbers, comma-separated; each is tried with every layout."),
+    Spec("precision", "choice", "auto", choices=("auto", "bf16", "fp16"), label="Precision",
+         help="16-bit mixed precision; auto is bf16 where the GPU has it, else fp16. Both keep 2-byte weights "
+              "and gradients plus K bytes of optimizer state."),
+    ZERO["optimizer"],
+    ZERO["k"],
+    *(MODEL[k] for k in _custom_model),
+    *(CLUSTER[k] for k in _custom_gpu),
+    *SEARCH.values(),
+    *ASSUMPTIONS.values(),
+)
+
+# How the page shows a plan (not planner inputs: changing them never re-plans).
+VIEW = table(
+    Spec("feasible_only", "bool", True, label="Feasible only",
+         help="Hide candidates that do not fit, cannot split the batch, or break a rule (their reasons stay in "
+              "the CSV)."),
+    Spec("rows", "int", 50, 5, 1000, label="Rows shown", help="Top-ranked candidates in the table."),
+    Spec("y", "choice", "time", choices=("time", "mfu"), label="Chart",
+         help="Step time (s) or MFU against memory per GPU."),
+    Spec("pick", "int", 1, 1, 1000, label="Candidate to export (rank)",
+         help="Rank of the feasible candidate whose DeepSpeed, Megatron-LM and FSDP2 configs are shown "
+              "(1 = the recommendation)."),
+)
+
+MODEL_KEYS = _custom_model
+GPU_KEYS = _custom_gpu
+
+
+@dataclass(frozen=True)
+class PlannerParams:
+    """One planning question: a cache key and the URL's contents, every field checked against PLAN."""
+
+    model: str = PLAN["model"].default
+    gpu: str = PLAN["gpu"].default
+    gpus: int = PLAN["gpus"].default
+    batch: int = PLAN["batch"].default
+    mb_sizes: tuple[float, ...] = PLAN["mb_sizes"].default
+    precision: str = PLAN["precision"].default
+    optimizer: str = PLAN["optimizer"].default
+    k: float | None = PLAN["k"].default
+    layers: int = PLAN["layers"].default
+    hidden: int = PLAN["hidden"].default
+    heads: int = PLAN["heads"].default
+    kv_heads: int = PLAN["kv_heads"].default
+    ffn: int = PLAN["ffn"].default
+    vocab: int = PLAN["vocab"].default
+    seq: int = PLAN["seq"].default
+    params: float = PLAN["params"].default
+    mlp: str = PLAN["mlp"].default
+    tied: bool = PLAN["tied"].default
+    gpu_mem: float = PLAN["gpu_mem"].default
+    gpu_tflops: float = PLAN["gpu_tflops"].default
+    gpn: int = PLAN["gpn"].default
+    intra_bw: float = PLAN["intra_bw"].default
+    inter_bw: float = PLAN["inter_bw"].default
+    fix_t: int = 0
+    fix_p: int = 0
+    fix_d: int = 0
+    zero: str = _CHOICE_ALL
+    schedule: str = _CHOICE_ALL
+    v: int = PLAN["v"].default
+    recompute: str = _CHOICE_ALL
+    sp: str = _CHOICE_ALL
+    offload: str = PLAN["offload"].default
+    eff: float = PLAN["eff"].default
+    comm_eff: float = PLAN["comm_eff"].default
+    tp_overlap: float = PLAN["tp_overlap"].default
+    dp_overlap: float = PLAN["dp_overlap"].default
+    p2p_latency_us: float = PLAN["p2p_latency_us"].default
+    reserve_frac: float = PLAN["reserve_frac"].default
+    pcie_bw: float = PLAN["pcie_bw"].default
+    cpu_adam: float = PLAN["cpu_adam"].default
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            spec = PLAN[f.name]
+            if value is None and spec.default is None:
+                continue
+            parsed = spec.parse(value)
+            if spec.kind == "floats":
+                if not parsed:
+                    raise InputError("mb_sizes: give at least one micro-batch size")
+                if any(not float(x).is_integer() for x in parsed):
+                    raise InputError(f"mb_sizes: micro-batch sizes must be whole numbers, got {value!r}")
+                parsed = tuple(sorted({float(x) for x in parsed}))
+            object.__setattr__(self, f.name, parsed)
+
+    @classmethod
+    def from_strings(cls, raw: dict[str, Any]) -> PlannerParams:
+        """Strict (CLI): any bad value raises InputError."""
+        return cls(**parse_strict(PLAN, raw))
+
+    @classmethod
+    def from_url(cls, raw: dict[str, Any]) -> tuple[PlannerParams, list[str]]:
+        """Lenient (URL): bad values fall back to defaults, with one notice each."""
+        values, notices = parse_lenient(PLAN, raw)
+        try:
+            return cls(**values), notices
+        except InputError as exc:
+            values["mb_sizes"] = PLAN["mb_sizes"].default
+            return cls(**values), [*notices, f"{exc} - using the default micro-batch sizes."]
+
+    @property
+    def micro_batch_sizes(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.mb_sizes)
+
+    def searched(self, key: str) -> tuple:
+        """The values a search dimension takes: everything when it is "all", else the pinned one."""
+        value = getattr(self, key)
+        if key == "zero":
+            return (0, 1, 2, 3) if value == _CHOICE_ALL else (int(value),)
+        if key == "schedule":
+            return DEFAULT_SCHEDULES if value == _CHOICE_ALL else (value,)
+        if key == "recompute":
+            return RECOMPUTE_MODES if value == _CHOICE_ALL else (value,)
+        if key == "sp":
+            return (False, True) if value == _CHOICE_ALL else (value == "on",)
+        if key == "offload":
+            return ("none", "optimizer", "optimizer+params") if value == _CHOICE_ALL else (value,)
+        raise KeyError(key)
+
+    def assumptions(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in ASSUMPTIONS}

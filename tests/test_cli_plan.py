@@ -1,0 +1,126 @@
+"""`python -m core plan`, as a user runs it: formats, pins, exports, and one-line errors with exit code 2."""
+
+import ast
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from core.cli import main
+from core.config_export import confirmed, flatten_keys
+from core.planner import JSON_KEYS
+from core.units import GB
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA70 = ["--model", "llama3-70b", "--gpu", "a100-80gb", "--gpus", "64", "--global-batch", "512"]
+BLOOM = ["--model", "bloom-176b", "--gpu", "a100-80gb", "--gpus", "384", "--global-batch", "2048",
+         "--fix", "t=4,p=12,d=8,zero=1,mbs=2,recompute=full,sp=off,schedule=1f1b"]
+REQUIRED = ("t", "p", "d", "zero_stage", "schedule", "v", "micro_batch_size", "recompute", "memory_bytes",
+            "model_state_bytes", "activation_bytes", "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu",
+            "reasons")
+
+
+def plan(capsys, *args):
+    code = main(["plan", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_as_a_user_runs_it():
+    out = subprocess.run([sys.executable, "-m", "core", "plan", *LLAMA70, "--top", "3"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("Llama 3 70B (70.6B parameters) on 64 x NVIDIA A100 80GB SXM")
+    assert lines[5].split()[:4] == ["1", "8", "1", "8"]  # rank 1: t = 8 inside a server, no pipeline, d = 8
+
+
+def test_json_lists_candidates_with_the_documented_keys(capsys):
+    code, out, err = plan(capsys, *LLAMA70, "--json", "--top", "0")
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data) > 1000 and set(data[0]) == set(JSON_KEYS) >= set(REQUIRED)
+    best = data[0]
+    assert best["rank"] == 1 and best["fits"] and best["reasons"] == [] and best["memory_bytes"] < 72e9
+    infeasible = [c for c in data if c["rank"] is None]
+    assert infeasible and all(c["reasons"] for c in infeasible)
+    assert all(isinstance(r, str) for c in infeasible for r in c["reasons"])
+
+
+def test_seven_point_five_b_through_the_cli(capsys):
+    code, out, _ = plan(capsys, "--model", "zero-7.5b", "--gpu", "v100-32gb", "--gpus", "64", "--global-batch", "512",
+                        "--fix", "t=1,p=1,recompute=full,mbs=1", "--json")
+    states = {c["zero_stage"]: round(c["model_state_bytes"] / GB, 2) for c in json.loads(out)}
+    assert states == {0: 120.0, 1: 31.41, 2: 16.64, 3: 1.88}
+
+
+def test_csv_has_every_column(capsys):
+    code, out, _ = plan(capsys, *LLAMA70, "--csv", "--top", "20")
+    frame = pd.read_csv(io.StringIO(out))
+    assert len(frame) == 20 and {"step_time_s", "tp_ratio", "dp_exposed_s", "warnings"} <= set(frame.columns)
+    assert list(frame["rank"]) == list(range(1, 21))
+
+
+def test_pinned_published_layout_with_explanation(capsys):
+    code, out, _ = plan(capsys, *BLOOM, "--explain")
+    assert code == 0
+    assert "1 of 1 candidates feasible" in out
+    assert "Recommended for BLOOM-176B on 384 x NVIDIA A100 80GB SXM" in out
+    assert "t = 4 (inside a server) x p = 12 1f1b x d = 8, ZeRO-1, micro-batch 2 (m = 128), recompute full" in out
+    for needle in ("Assumptions:", "Achievable fraction of peak = 0.6", "uneven stages: 70 layers over 12 stages",
+                   "simulated for 1f1b with p = 12, m = 128"):
+        assert needle in out
+
+
+def test_exports(capsys):
+    code, out, err = plan(capsys, *BLOOM, "--export", "deepspeed")
+    cfg = json.loads(out)
+    assert set(flatten_keys(cfg)) <= set(confirmed()["deepspeed"]["options"])
+    assert cfg["zero_optimization"]["stage"] == 1 and cfg["gradient_accumulation_steps"] == 128
+    assert cfg["train_micro_batch_size_per_gpu"] == 2 and "activation_checkpointing" in cfg
+    assert err.startswith("note: ")
+    code, out, _ = plan(capsys, *BLOOM, "--export", "megatron")
+    for flag in ("--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 12", "--micro-batch-size 2",
+                 "--global-batch-size 2048", "--recompute-granularity full", "--use-distributed-optimizer"):
+        assert flag in out
+    code, out, _ = plan(capsys, *BLOOM, "--export", "fsdp")
+    assert "fully_shard" in out
+    ast.parse(out)
+
+
+def test_custom_model_and_gpu(capsys):
+    code, out, err = plan(capsys, "--layers", "32", "--hidden", "4096", "--heads", "32", "--seq", "2048", "--vocab",
+                          "50000", "--gpus", "16", "--gpu-mem", "40", "--gpu-tflops", "312", "--gpus-per-node", "8",
+                          "--global-batch", "256", "--json", "--top", "1")
+    assert code == 0, err
+    best = json.loads(out)[0]
+    assert best["fits"] and best["memory_bytes"] <= 36e9
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--gpus", "0"], "gpus: '0' is out of range"),
+    (["--layers", "12"], "give --model or a custom architecture"),
+    (["--fix", "q=1"], "--fix: 'q=1' is not KEY=VALUE"),
+    (["--micro-batch-sizes", "1,x"], "mb_sizes"),
+    (["--fix", "zero=4"], "zero: '4' is not allowed"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(capsys, args, needle):
+    base = dict(zip(LLAMA70[::2], LLAMA70[1::2], strict=True))
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    code, out, err = plan(capsys, *[x for kv in base.items() for x in kv])
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err
+
+
+def test_nothing_feasible_is_explained_not_a_crash(capsys):
+    code, out, err = plan(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "13", "--global-batch",
+                          "512", "--json", "--feasible-only")
+    assert code == 0 and json.loads(out) == []
+    assert "G = 13 is prime" in err and "None of the 96 candidates is feasible" in err
+    code, out, err = plan(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "13", "--global-batch",
+                          "512", "--export", "megatron")
+    assert code == 2 and "no feasible candidate to export" in err

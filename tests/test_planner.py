@@ -1,0 +1,244 @@
+"""The planner's numbers: ZeRO paper's Table 1, the simulator's bubble, fit or not, ranking, exports, bad inputs."""
+
+import ast
+import json
+
+import numpy as np
+import pytest
+
+from core import activations, flops, memory, planner, step_time
+from core.config_export import confirmed, flatten_keys
+from core.errors import InputError
+from core.params.planner import PlannerParams
+from core.pipeline import PipelineParams, simulate
+from core.units import GB
+
+SEVEN_B = PlannerParams(model="zero-7.5b", gpu="v100-32gb", gpus=64, batch=512, fix_t=1, fix_p=1)
+LLAMA70 = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
+
+
+@pytest.fixture(scope="module")
+def seven_b():
+    return planner.plan(SEVEN_B)
+
+
+@pytest.fixture(scope="module")
+def llama70():
+    return planner.plan(LLAMA70)
+
+
+def _states_by_stage(frame):
+    return frame.groupby("zero_stage")["model_state_bytes"].agg(["min", "max"])
+
+
+def test_zero_paper_table1_7_5b_on_64_ranks(seven_b):
+    by_stage = _states_by_stage(seven_b.frame)
+    assert (by_stage["min"] == by_stage["max"]).all()  # states do not depend on recompute, schedule, micro-batch
+    gb = by_stage["min"] / GB
+    assert gb[0] == pytest.approx(120.0)
+    for stage, paper in ((1, 31.4), (2, 16.6), (3, 1.88)):
+        assert gb[stage] == pytest.approx(paper, abs=0.06)  # Table 1 rounds to 3 digits
+    assert gb[1] == pytest.approx(31.40625) and gb[2] == pytest.approx(16.640625) and gb[3] == pytest.approx(1.875)
+    assert set(seven_b.frame["d"]) == {64}
+
+
+def test_seventy_b_states_on_64_gpus_match_the_seed():
+    q = PlannerParams(model="custom", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, seq=4096,
+                      mlp="swiglu", tied=False, params=70e9, gpu="a100-80gb", gpus=64, batch=512, fix_t=1, fix_p=1)
+    gb = _states_by_stage(planner.plan(q).frame)["min"] / GB
+    assert [round(x, 1) for x in gb] == [1120.0, 293.1, 155.3, 17.5]
+
+
+def test_seventy_b_needs_zero3_or_model_parallelism(llama70):
+    f = llama70.frame
+    plain = f[(f["t"] == 1) & (f["p"] == 1)]
+    for stage in (0, 1, 2):
+        rows = plain[plain["zero_stage"] == stage]
+        assert len(rows) > 0 and not rows["feasible"].any()
+        assert all(any(r.startswith("does not fit") for r in rs) for rs in rows["reasons"])
+    z3 = plain[(plain["zero_stage"] == 3) & plain["feasible"]]
+    assert len(z3) > 0 and set(z3["recompute"]) == {"full"}  # 8K-token sequences need full recompute at t = 1
+    split = llama70.feasible[(llama70.feasible["t"] > 1) | (llama70.feasible["p"] > 1)]
+    assert len(split) > 100 and set(split["zero_stage"]) == {0, 1, 2, 3}
+
+
+def _row_key(row):
+    return row["schedule"], int(row["p"]), int(row["m"]), int(row["v"])
+
+
+def test_bubble_and_inflight_are_the_simulators(llama70):
+    f = llama70.frame[np.isfinite(llama70.frame["bubble_fraction"])]
+    picked = f.drop_duplicates(["schedule", "p", "m", "v"]).head(40)
+    assert {"1f1b", "interleaved", "zb-h1"} <= set(picked["schedule"])
+    assert (picked["p"] > 1).sum() >= 10
+    for _, row in picked.iterrows():
+        schedule, p, m, v = _row_key(row)
+        result = simulate(PipelineParams(schedule=schedule, p=p, m=m, v=v, tf=row["tf"], tb=row["tb"], tw=row["tw"]))
+        assert row["bubble_fraction"] == result.timeline.bubble_fraction
+        assert row["bubble_vs_ideal"] == result.timeline.bubble_vs_ideal
+        assert row["inflight"] == result.timeline.peak_inflight.max()
+
+
+def test_zero_bubble_gets_the_simulated_not_the_1f1b_bubble(llama70):
+    f = llama70.frame
+    one, zb = (f[(f["schedule"] == s) & (f["p"] == 8) & (f["m"] == 64)].iloc[0] for s in ("1f1b", "zb-h1"))
+    assert one["bubble_fraction"] == pytest.approx(7 / 71)  # (p-1)/(m+p-1), measured
+    assert zb["bubble_fraction"] < 0.6 * one["bubble_fraction"]
+
+
+def test_simulations_are_shared_across_candidates_and_plans():
+    planner.clear_cache()
+    first = planner.plan(LLAMA70)
+    keys = first.frame[np.isfinite(first.frame["bubble_fraction"])][["schedule", "p", "m", "v"]].drop_duplicates()
+    assert 0 < first.simulations <= len(keys) < len(first.frame) / 10
+    other_model = planner.plan(PlannerParams(model="llama3-8b", gpu="h100-80gb", gpus=64, batch=512))
+    assert other_model.simulations < first.simulations  # same (schedule, p, m, v) keys come from the cache
+
+
+def test_memory_is_the_memory_models(llama70):
+    row = llama70.feasible[llama70.feasible["p"] > 1].iloc[0]
+    model = llama70.model
+    t, p, d, stage = int(row["t"]), int(row["p"]), int(row["d"]), int(row["zero_stage"])
+    emb = model.vocab * model.hidden
+    psi = memory.params_per_rank(model.params - emb, t, p, "embedding-on-ends", emb)  # untied: output on the last
+    assert row["model_state_bytes"] == pytest.approx(float(memory.model_states(psi, d, stage).total))
+    layers = np.ceil(model.layers / (p * row["v"])) * row["v"]
+    common = (model.seq, int(row["micro_batch_size"]), model.hidden, model.heads, layers, row["inflight"], t,
+              bool(row["sequence_parallel"]), row["recompute"], model.vocab)
+    peak = max(activations.stage_bytes(*common, first=True, last=False)["total"],
+               activations.stage_bytes(*common, first=False, last=True)["total"])
+    assert row["activation_bytes"] == pytest.approx(float(peak))
+    total = row["states_on_gpu_bytes"] + row["zero3_working_bytes"] + row["activation_bytes"]
+    assert row["memory_bytes"] == pytest.approx(total)
+    assert row["fits"] and row["memory_bytes"] <= llama70.usable == pytest.approx(0.9 * 80e9)
+
+
+def test_step_time_and_mfu_come_from_the_flops_model(llama70):
+    row = llama70.best()
+    model, gpu, B = llama70.model, llama70.gpu, llama70.params.batch
+    hw = flops.training_flops(model, B, row["recompute"])
+    slowest = step_time.stage_imbalance(model.layers, row["p"], row["v"])  # ceil(L / (p v)) p v / L
+    assert row["compute_s"] == pytest.approx(float(flops.compute_time(hw, 64, gpu.peak_flops, 0.6)) * slowest)
+    parts = row["compute_s"] + row["bubble_s"] + row["tp_exposed_s"] + row["pp_exposed_s"] + row["dp_exposed_s"] \
+        + row["offload_s"]
+    assert row["step_time_s"] == pytest.approx(parts)
+    assert row["mfu"] == pytest.approx(float(flops.utilization(flops.model_flops(model, B), row["step_time_s"], 64,
+                                                               gpu.peak_flops)))
+    assert row["tokens_per_s"] == pytest.approx(B * model.seq / row["step_time_s"])
+    assert 0.3 < row["mfu"] < 0.6
+
+
+def test_ranking_fastest_feasible_first_headroom_breaks_ties(llama70):
+    f = llama70.frame
+    n = int(f["feasible"].sum())
+    assert f["feasible"].iloc[:n].all() and not f["feasible"].iloc[n:].any()
+    assert list(f["rank"].iloc[:n]) == list(range(1, n + 1)) and f["rank"].iloc[n:].isna().all()
+    steps = f["step_time_s"].iloc[:n].to_numpy()
+    assert (np.diff(steps) >= 0).all()
+    ties = f.iloc[:n][f.iloc[:n].duplicated("step_time_s", keep=False)]
+    for _, group in ties.groupby("step_time_s"):
+        assert (np.diff(group["headroom_bytes"].to_numpy()) <= 0).all()
+    assert all(rs for rs in f["reasons"].iloc[n:]) and not any(f["reasons"].iloc[:n])
+
+
+def test_infeasible_candidates_say_why():
+    q = PlannerParams(model="gpt3-175b", gpu="h100-80gb", gpus=256, batch=192, mb_sizes=(1, 2, 3))
+    f = planner.plan(q).frame
+    tags = {r.split(":")[0] for rs in f["reasons"] for r in rs}
+    assert tags == {"batch does not divide", "batch smaller than d", "m < p", "TP crosses servers", "does not fit",
+                    "not simulated", "too many chunks"}
+    crossing = f[f["t"] > 8]
+    assert len(crossing) and all(any("TP crosses servers" in r for r in rs) for rs in crossing["reasons"])
+    short = f[(f["p"] == 32) & (f["d"] == 8) & (f["micro_batch_size"] == 1)]
+    assert len(short) and all(any(r.startswith("m < p: m = 24") for r in rs) for rs in short["reasons"])
+    odd = f[(f["schedule"] == "interleaved") & f["reasons"].map(lambda rs: any("not simulated" in r for r in rs))]
+    assert len(odd) and all(int(r["m"]) % int(r["p"]) for _, r in odd.iterrows())  # rounds of p, simulator says
+
+
+def test_uneven_layers_are_allowed_with_a_warning():
+    f = planner.plan(PlannerParams(model="bloom-176b", gpu="a100-80gb", gpus=384, batch=2048, fix_t=4, fix_p=12,
+                                   zero="1", recompute="full", sp="off", schedule="1f1b", mb_sizes=(2,))).frame
+    assert f["feasible"].all() and f["warnings"].iloc[0] == ("uneven stages: 70 layers over 12 stages, the fullest "
+                                                              "holds 6",)
+
+
+def test_pipeline_depth_beyond_the_simulator_is_named():
+    r = planner.plan(PlannerParams(model="megatron-1t", gpu="a100-80gb", gpus=1024, batch=1024, fix_t=8))
+    assert set(r.frame["p"]) <= {1, 2, 4, 8, 16, 32, 64}
+    assert any("p = 128 not considered: the pipeline simulator handles at most 64" in n for n in r.notes)
+
+
+# --- hostile inputs: a clear message, an empty and explained result, never a crash ----------------------
+
+def test_zero_gpus_is_a_clear_input_error():
+    with pytest.raises(InputError, match="gpus"):
+        PlannerParams(model="llama3-70b", gpus=0, batch=512)
+
+
+def test_prime_gpu_count_is_explained():
+    r = planner.plan(PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=13, batch=512))
+    assert r.feasible.empty and any("G = 13 is prime" in n for n in r.notes)
+    assert set(map(tuple, r.frame[["t", "p", "d"]].to_numpy())) == {(1, 1, 13), (1, 13, 1)}
+    assert "None of the" in r.why_empty() and "does not fit" in r.why_empty()
+
+
+def test_batch_smaller_than_d_is_explained():
+    r = planner.plan(PlannerParams(model="llama3-8b", gpu="h100-80gb", gpus=64, batch=8, fix_t=1, fix_p=1))
+    assert r.feasible.empty and len(r.frame) > 0
+    assert all(rs == ("batch smaller than d: 8 sequences cannot feed d = 64 replicas",) for rs in r.frame["reasons"])
+
+
+def test_heads_not_divisible_by_the_pinned_t_is_an_empty_explained_result():
+    q = PlannerParams(model="custom", layers=4, hidden=768, heads=12, kv_heads=12, ffn=3072, vocab=1000, seq=1024,
+                      gpu="h100-80gb", gpus=16, batch=64, fix_t=8)
+    r = planner.plan(q)
+    assert r.frame.empty and r.best() is None and r.records() == []
+    assert any("does not divide the 12 heads" in n for n in r.notes)
+    with pytest.raises(InputError, match="no feasible candidate"):
+        r.export("deepspeed")
+
+
+def test_non_integer_micro_batch_sizes_are_refused():
+    with pytest.raises(InputError, match="whole numbers"):
+        PlannerParams(mb_sizes=(1.5,))
+    q, notices = PlannerParams.from_url({"mb_sizes": "1.5", "gpus": "0"})
+    assert q.mb_sizes == (1.0, 2.0) and q.gpus == 1024 and len(notices) == 2
+
+
+def test_the_simulation_budget_is_named_when_it_runs_out(monkeypatch):
+    planner.clear_cache()
+    monkeypatch.setattr(planner, "SIM_BUDGET", 50_000)
+    r = planner.plan(LLAMA70)
+    assert any("simulation budget" in n for n in r.notes)
+    assert any(any("budget" in x for x in rs) for rs in r.frame["reasons"])
+    assert not r.feasible.empty  # the most shared keys were simulated first
+    planner.clear_cache()
+
+
+# --- exports ------------------------------------------------------------------------------------------------
+
+def test_exports_of_the_best_candidate(llama70):
+    best = llama70.best()
+    text = llama70.export("deepspeed").text
+    cfg = json.loads(text)
+    assert set(flatten_keys(cfg)) <= set(confirmed()["deepspeed"]["options"])
+    assert cfg["zero_optimization"]["stage"] == best["zero_stage"]
+    assert cfg["train_micro_batch_size_per_gpu"] == best["micro_batch_size"]
+    assert cfg["gradient_accumulation_steps"] == best["m"] and cfg["train_batch_size"] == 512
+    assert cfg["bf16"] == {"enabled": True}
+    megatron = llama70.export("megatron").text
+    assert f"--tensor-model-parallel-size {best['t']}" in megatron
+    assert f"--pipeline-model-parallel-size {best['p']}" in megatron
+    assert f"--micro-batch-size {best['micro_batch_size']}" in megatron and "--global-batch-size 512" in megatron
+    ast.parse(llama70.export("fsdp").text)
+    with pytest.raises(InputError):
+        llama70.export("horovod")
+
+
+def test_export_of_an_interleaved_layout_names_its_chunks():
+    r = planner.plan(PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=8192, batch=2048, fix_t=8, fix_p=16,
+                                   mb_sizes=(1,), zero="1", recompute="full", sp="on", schedule="interleaved"))
+    text = r.export("megatron").text
+    for flag in ("--num-virtual-stages-per-pipeline-rank 2", "--sequence-parallel", "--recompute-granularity full",
+                 "--use-distributed-optimizer"):
+        assert flag in text

@@ -1,0 +1,59 @@
+"""The planner's inputs: one source of truth for the cluster, every assumption named and justified."""
+
+import pytest
+
+from core.errors import InputError
+from core.params.memory import ZERO
+from core.params.model import CLUSTER, MODEL
+from core.params.planner import ASSUMPTIONS, PLAN, SEARCH, WHY, PlannerParams
+from core.step_time import Assumptions
+
+# The same quantity under the planner's key (core.params.model) and the ZeRO page's key (core.params.memory).
+SHARED = {"gpu_mem": "gpu_mem", "gpn": "gpus_per_node", "inter_bw": "bw", "gpus": "gpus"}
+
+
+def test_planner_reuses_the_model_and_cluster_specs():
+    for key in ("gpus", "batch", "gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "eff"):
+        assert PLAN[key] is CLUSTER[key]
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "params", "mlp", "tied"):
+        assert PLAN[key] is MODEL[key]
+    assert PLAN["optimizer"] is ZERO["optimizer"] and PLAN["k"] is ZERO["k"]
+
+
+@pytest.mark.parametrize("planner_key,zero_key", SHARED.items())
+def test_every_planner_cluster_value_is_a_valid_zero_page_value(planner_key, zero_key):
+    mine, theirs = CLUSTER[planner_key], ZERO[zero_key]
+    assert theirs.lo <= mine.lo and mine.hi <= theirs.hi
+
+
+def test_every_assumption_has_a_default_and_a_justification():
+    a = Assumptions()
+    rows = a.rows()
+    assert [r["key"] for r in rows] == list(ASSUMPTIONS)
+    for r in rows:
+        assert r["value"] == ASSUMPTIONS[r["key"]].default
+        assert len(r["why"]) > 40 and r["why"].endswith(".")
+    assert rows[0]["why"] == WHY["eff"] and "Narayanan" in rows[0]["why"]
+    with pytest.raises(InputError):
+        Assumptions(tp_overlap=1.5)
+
+
+def test_search_dimensions_are_all_or_pinned():
+    q = PlannerParams()
+    assert q.searched("zero") == (0, 1, 2, 3) and q.searched("sp") == (False, True)
+    assert q.searched("schedule") == ("1f1b", "interleaved", "zb-h1")
+    assert q.searched("recompute") == ("none", "selective", "full") and q.searched("offload") == ("none",)
+    pinned = PlannerParams.from_strings({"zero": "2", "sp": "off", "schedule": "zbv", "recompute": "full",
+                                         "offload": "all", "mb_sizes": "4, 1,4"})
+    assert pinned.searched("zero") == (2,) and pinned.searched("sp") == (False,)
+    assert pinned.searched("offload") == ("none", "optimizer", "optimizer+params")
+    assert pinned.micro_batch_sizes == (1, 4)
+    assert set(SEARCH) <= set(PLAN)
+
+
+def test_url_values_are_checked_leniently():
+    q, notices = PlannerParams.from_url({"gpus": "65537", "model": "<b>x</b>", "batch": "2048", "fix_t": "8"})
+    assert (q.gpus, q.model, q.batch, q.fix_t) == (1024, "gpt3-175b", 2048, 8)
+    assert len(notices) == 2 and all("default" in n for n in notices)
+    with pytest.raises(InputError):
+        PlannerParams.from_strings({"schedule": "pipedream"})  # asynchronous: not a planner schedule

@@ -1,0 +1,160 @@
+"""The Planner page's cached core calls, kept modest in size.
+
+`plan_view` runs core.planner.plan once per parameter set and keeps what the page draws: the first TOP_ROWS
+candidates (overall and feasible), a bounded set of chart points, the recommendation, the exports of the best
+candidate and the notes. The full candidate frame (up to a few hundred thousand rows for odd cluster sizes)
+is not cached through st.cache_data: the CSV download rebuilds it on click (`candidates_csv`, run by the
+download button in its own thread), where the planner's simulation cache makes the re-plan cheap.
+
+Links to the Pipeline and ZeRO pages are built here from a candidate's settings, in those pages' URL keys
+(core.params.pipeline.PIPELINE; core.params.memory.ZERO plus the ZeRO page's own keys in ui.cache_zero), so
+they are checked against the target page's specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from core import planner
+from core.config_export import Export, export_all
+from core.errors import InputError
+from core.params.memory import ZERO
+from core.params.pipeline import PIPELINE
+from core.params.planner import PlannerParams
+from core.recommend import Recommendation, recommend
+from ui import cache_zero
+from ui.cache import cached
+from ui.links import page_link_with_params
+
+EXPORT_KINDS = ("deepspeed", "megatron", "fsdp")
+TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
+CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
+KEEP = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
+        "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
+        "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", "tp_exposed_s", "dp_exposed_s",
+        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings")
+ZERO_PAGE_SPECS = {**ZERO, **cache_zero.PAGE, **cache_zero.CUSTOM, **cache_zero.ACT}
+
+
+@dataclass(frozen=True)
+class PlanView:
+    title: str
+    gpu_mem_bytes: float
+    usable_bytes: float
+    candidates: int
+    feasible: int
+    simulations: int
+    top: pd.DataFrame  # first TOP_ROWS candidates, ranked (infeasible after feasible)
+    top_feasible: pd.DataFrame
+    points: pd.DataFrame  # chart points: memory_bytes, step_time_s, mfu, feasible, rank
+    recommendation: Recommendation
+    exports: dict[str, Export]  # of the best feasible candidate
+    notes: tuple[str, ...]
+    zero_link_base: dict[str, Any]  # the ZeRO page's model/GPU keys for this plan
+
+
+def _points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Candidates with a time and a memory, at most CHART_POINTS feasible (the best) and CHART_POINTS
+    infeasible (evenly spaced through the rank order): enough to see the shape of the trade-off."""
+    cols = ["memory_bytes", "step_time_s", "mfu", "feasible", "rank", "t", "p", "d", "zero_stage", "recompute"]
+    drawn = frame[frame["step_time_s"].notna() & frame["memory_bytes"].notna()]
+    feasible = drawn[drawn["feasible"]].head(CHART_POINTS)
+    other = drawn[~drawn["feasible"]]
+    if len(other) > CHART_POINTS:
+        other = other.iloc[:: -(-len(other) // CHART_POINTS)]
+    return pd.concat([feasible, other])[cols].reset_index(drop=True)
+
+
+def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
+    q, m = result.params, result.model
+    base: dict[str, Any] = {"model": q.model, "gpu": q.gpu, "split": "embedding-on-ends",
+                            "embedding": round(planner.embedding_params(m)), "reserve_frac": q.reserve_frac,
+                            "act": True}
+    if q.model == "custom":
+        base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "layers": m.layers, "seq": m.seq,
+                 "vocab": m.vocab}
+    if q.gpu == "custom":
+        base |= {"gpu_mem": q.gpu_mem, "gpus_per_node": q.gpn, "bw": q.inter_bw}
+    return base
+
+
+@cached(max_entries=16)
+def plan_view(q: PlannerParams) -> PlanView:
+    """core.planner.plan and core.recommend.recommend for one parameter set, trimmed for the page."""
+    result = planner.plan(q)
+    frame = result.frame[list(KEEP)]
+    rec = recommend(result)
+    exports = {kind: result.export(kind) for kind in EXPORT_KINDS} if rec.feasible else {}
+    m, g = result.model, result.gpu
+    return PlanView(
+        title=f"{m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences of {m.seq:,} tokens",
+        gpu_mem_bytes=g.mem_bytes, usable_bytes=result.usable, candidates=len(frame),
+        feasible=len(result.feasible), simulations=result.simulations, top=frame.head(TOP_ROWS).copy(),
+        top_feasible=frame[frame["feasible"]].head(TOP_ROWS).copy(), points=_points(frame),
+        recommendation=rec, exports=exports, notes=result.notes, zero_link_base=_zero_base(result),
+    )
+
+
+@cached(max_entries=32)
+def export_of(q: PlannerParams, rank: int) -> dict[str, Export]:
+    """DeepSpeed, Megatron-LM and FSDP2 exports of the feasible candidate of a given rank (no re-planning: the
+    row comes from the cached view)."""
+    feasible = plan_view(q).top_feasible
+    if not 1 <= rank <= len(feasible):
+        raise InputError(f"rank {rank}: choose 1 to {len(feasible):,} (the feasible candidates kept)")
+    layout = planner.layout_for(q, feasible.iloc[rank - 1])
+    return {kind: export for kind, export in zip(EXPORT_KINDS, _all(layout), strict=True)}
+
+
+def _all(layout) -> tuple[Export, ...]:
+    found = export_all(layout)
+    return tuple(found[planner.EXPORT_KINDS[kind]] for kind in EXPORT_KINDS)
+
+
+@cached(max_entries=32)
+def table_rows(q: PlannerParams, feasible_only: bool, rows: int) -> pd.DataFrame:
+    """The first `rows` candidates with their Pipeline and ZeRO links (cached: links cost ~0.2 ms a row)."""
+    view = plan_view(q)
+    return with_links((view.top_feasible if feasible_only else view.top).head(rows), view.zero_link_base)
+
+
+def candidates_csv(q: PlannerParams) -> str:
+    """Every candidate as CSV (core.planner.PlanResult.csv); run when the download is clicked."""
+    return planner.plan(q).csv()
+
+
+def pipeline_params(row: pd.Series) -> dict[str, Any]:
+    """The Pipeline page's keys for this candidate's schedule, p, m (and v) at the planner's unit costs."""
+    params = {"schedule": row["schedule"], "p": int(row["p"]), "m": int(row["m"]), "tf": float(row["tf"]),
+              "tb": float(row["tb"]), "tw": float(row["tw"])}
+    if row["schedule"] == "interleaved":
+        params["v"] = int(row["v"])
+    return params
+
+
+def zero_params(row: pd.Series, base: dict[str, Any]) -> dict[str, Any]:
+    """The ZeRO page's keys for this candidate's model, GPU, N_d = d, stage, t x p split and activations."""
+    return base | {"nd": int(row["d"]), "stage": str(int(row["zero_stage"])), "t": int(row["t"]), "p": int(row["p"]),
+                   "offload": row["offload"], "mb": int(row["micro_batch_size"]),
+                   "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
+                   "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"])}
+
+
+def pipeline_link(row: pd.Series) -> str:
+    return page_link_with_params("pipeline", pipeline_params(row), PIPELINE)
+
+
+def zero_link(row: pd.Series, base: dict[str, Any]) -> str:
+    return page_link_with_params("zero", zero_params(row, base), ZERO_PAGE_SPECS)
+
+
+def with_links(frame: pd.DataFrame, base: dict[str, Any]) -> pd.DataFrame:
+    """`frame` plus a Pipeline and a ZeRO link per row (rows without m, i.e. no batch split, get none)."""
+    out = frame.copy()
+    has_m = out["m"] > 0
+    out["pipeline_link"] = [pipeline_link(r) if ok else None for ok, (_, r) in zip(has_m, out.iterrows(), strict=True)]
+    out["zero_link"] = [zero_link(r, base) if ok else None for ok, (_, r) in zip(has_m, out.iterrows(), strict=True)]
+    return out

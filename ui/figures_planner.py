@@ -1,0 +1,90 @@
+"""The Planner page's table and chart: core's candidate columns renamed with their units, and the trade-off of
+step time (or MFU) against memory per GPU. No formula here: bytes become GB through core.units, shares are
+shown with Streamlit's percent format.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core import units
+from ui.layout import is_presentation
+
+FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
+X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
+
+COLUMNS = {  # core column -> header with its unit, in display order
+    "rank": "Rank", "t": "t", "p": "p", "d": "d", "step_time_s": "Step time [s]", "mfu": "MFU [%]",
+    "memory_gb": "Memory per GPU [GB]", "reasons": "Why infeasible", "schedule": "Schedule", "v": "v",
+    "micro_batch_size": "Micro-batch [seq]", "m": "m", "zero_stage": "ZeRO", "recompute": "Recompute",
+    "sequence_parallel": "SP", "offload": "Offload", "bubble_fraction": "Bubble [% of timeline]",
+    "headroom_gb": "Headroom [GB]", "tokens_per_s": "Tokens/s", "tp_ratio": "TP comm/compute",
+    "pipeline_link": "Pipeline page", "zero_link": "ZeRO page",
+}
+
+
+def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict]:
+    """(display frame, column_config) for st.dataframe: memory as a bar against the whole GPU."""
+    out = frame.assign(memory_gb=units.to_gb(frame["memory_bytes"]), headroom_gb=units.to_gb(frame["headroom_bytes"]),
+                       reasons=frame["reasons"].map("; ".join))
+    out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
+    cc = st.column_config
+    gpu_gb = float(units.to_gb(gpu_mem_bytes))
+    config = {
+        "Rank": cc.NumberColumn(format="%d", help="Fastest feasible first; memory headroom breaks ties."),
+        COLUMNS["memory_gb"]: cc.ProgressColumn(min_value=0.0, max_value=gpu_gb, format="%.1f",
+                                                help=f"Model states + ZeRO-3 gathered layers + activations, "
+                                                     f"against the GPU's {gpu_gb:g} GB (GB = 1e9 bytes)."),
+        COLUMNS["headroom_gb"]: cc.NumberColumn(format="%.1f", help="Usable memory (after the reserve) minus use."),
+        COLUMNS["bubble_fraction"]: cc.NumberColumn(format="percent", help="Idle share of the pipeline timeline, "
+                                                                           "measured by the simulator."),
+        COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
+        COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
+        COLUMNS["mfu"]: cc.NumberColumn(format="percent", help="Model FLOPs (no recompute) / (step x G x peak)."),
+        COLUMNS["tp_ratio"]: cc.NumberColumn(format="%.3f", help="Tensor-parallel bytes / bandwidth over a layer's "
+                                                                 "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
+        COLUMNS["sequence_parallel"]: cc.CheckboxColumn(),
+        COLUMNS["reasons"]: cc.TextColumn(width="medium", help="Empty when feasible."),
+        COLUMNS["pipeline_link"]: cc.LinkColumn(display_text="schedule", help="Open this schedule, p and m on "
+                                                                               "the Pipeline page."),
+        COLUMNS["zero_link"]: cc.LinkColumn(display_text="memory", help="Open this model, d, ZeRO stage and "
+                                                                        "t x p split on the ZeRO page."),
+    }
+    return out, config
+
+
+def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: float) -> go.Figure:
+    """Step time (y = "time") or MFU (y = "mfu") against memory per GPU; infeasible grey, the recommended marked."""
+    metric = {"time": "step_time_s", "mfu": "mfu"}[y]
+    size = 22 if is_presentation() else 14
+    y_title = "Step time [s]" if metric == "step_time_s" else "MFU [%]"
+    fig = go.Figure()
+    for feasible, name, color in ((False, "infeasible", INFEASIBLE), (True, "feasible", FEASIBLE)):
+        part = points[points["feasible"] == feasible]
+        y = part[metric] if metric == "step_time_s" else part[metric] * 100
+        text = [f"#{r:.0f}" if r == r else "infeasible" for r in part["rank"]]
+        fig.add_trace(go.Scattergl(
+            x=units.to_gb(part["memory_bytes"]), y=y, mode="markers", name=name,
+            marker={"color": color, "size": 7 if feasible else 5, "opacity": 0.85 if feasible else 0.5},
+            customdata=part[["t", "p", "d", "zero_stage", "recompute"]].to_numpy(), text=text,
+            hovertemplate="%{text}: t=%{customdata[0]} p=%{customdata[1]} d=%{customdata[2]} "
+                          "ZeRO-%{customdata[3]} %{customdata[4]}<br>%{x:.1f} GB, %{y:.3g}<extra></extra>"))
+    best = points[points["rank"] == 1]
+    if len(best):
+        y = best[metric] if metric == "step_time_s" else best[metric] * 100
+        fig.add_trace(go.Scatter(x=units.to_gb(best["memory_bytes"]), y=y, mode="markers", name="recommended",
+                                 marker={"color": BEST, "size": 16, "symbol": "star"}))
+    for x, label, where in ((usable_bytes, "usable", "top left"), (gpu_mem_bytes, "GPU", "top right")):
+        fig.add_vline(x=float(units.to_gb(x)), line={"color": LIMIT, "dash": "dash"}, annotation_text=label,
+                      annotation_position=where, annotation_font_size=size)
+    gpu_gb = float(units.to_gb(gpu_mem_bytes))
+    fig.update_layout(
+        font={"size": size}, height=int(460 * (1.25 if is_presentation() else 1.0)), margin={"t": 40, "b": 10},
+        xaxis={"title": f"Memory per GPU [GB, 1e9 bytes]; beyond {X_SPAN:g} x the GPU off the chart",
+               "range": [0, X_SPAN * gpu_gb]},
+        yaxis={"title": y_title},
+        legend={"orientation": "h", "y": -0.2}, title={"text": f"{y_title} against memory per GPU"},
+    )
+    return fig
