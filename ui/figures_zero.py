@@ -1,0 +1,196 @@
+"""Plotly figures and display tables of the ZeRO page (and the Lecture page's memory questions).
+
+Builders take core's results in bytes and only convert them for display, through core.units (GB = 1e9 or
+GiB = 2^30, always named on the axis). No formula lives here: totals, floors, fits and ratios all arrive
+from core. Fonts grow in presentation mode (ui.layout.is_presentation) so a projector stays readable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core import units
+from core.memory import STAGE_KEYS, STAGE_LABELS
+from ui.layout import is_presentation
+
+# Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
+COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",
+          "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
+STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
+PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
+         ("working", "gathered layer (offloaded params)"), ("activations", "activations"))
+UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
+
+
+def to_unit(nbytes, unit: str):
+    """Bytes in the display unit (core.units), arrays or scalars."""
+    return units.to_gb(nbytes) if unit == "GB" else units.to_gib(nbytes)
+
+
+def both_units(nbytes: float) -> str:
+    """'31.41 GB (29.25 GiB)': the headline numbers name both units."""
+    return f"{units.fmt_bytes(nbytes, 'GB')} ({units.fmt_bytes(nbytes, 'GiB')})"
+
+
+def font_size() -> int:
+    return 22 if is_presentation() else 15
+
+
+def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool = True) -> go.Figure:
+    """Common layout: title, fonts sized for the room, legend under the plot, compact margins."""
+    size = font_size()
+    fig.update_layout(
+        title={"text": title, "font": {"size": size + 3}},
+        font={"size": size},
+        height=int(height * (1.25 if is_presentation() else 1.0)),
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.35 if is_presentation() else -0.3, "x": 0}
+        if legend_below else {},
+        hoverlabel={"font_size": size},
+    )
+    # Streamlit's plotly theme sets its own axis and legend fonts: size them explicitly.
+    axis = {"tickfont": {"size": size - 1}, "title": {"font": {"size": size}}}
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    fig.update_layout(legend_font_size=size - 1)
+    return fig
+
+
+def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str = "all") -> go.Figure:
+    """Stacked bytes per GPU for DP and ZeRO 1-3, the GPU's memory as a line, and fit / no fit per bar."""
+    labels = [b.label for b in bars]
+    chosen = None if selected == "all" else STAGE_LABELS[int(selected)]
+    opacity = [1.0 if chosen in (None, b.label) else 0.35 for b in bars]
+    fig = go.Figure()
+    for field, name in PARTS:
+        values = np.array([getattr(b, field) for b in bars])
+        if not values.any():
+            continue
+        fig.add_bar(x=labels, y=to_unit(values, unit), name=name, marker={"color": COLORS[field], "opacity": opacity},
+                    hovertemplate=f"%{{x}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
+    fig.add_hline(y=to_unit(gpu_bytes, unit), line={"color": COLORS["gpu"], "width": 3},
+                  annotation_text=f"GPU memory {to_unit(gpu_bytes, unit):,.1f} {unit}",
+                  annotation_position="top right")
+    if usable < gpu_bytes:
+        fig.add_hline(y=to_unit(usable, unit), line={"color": COLORS["usable"], "width": 2, "dash": "dash"},
+                      annotation_text=f"usable after reserve {to_unit(usable, unit):,.1f} {unit}",
+                      annotation_position="bottom right")
+    for b in bars:
+        mark = "fits" if b.fits else "does not fit"
+        fig.add_annotation(x=b.label, y=to_unit(b.total, unit), yanchor="bottom", showarrow=False,
+                           text=f"<b>{'✓' if b.fits else '✗'} {to_unit(b.total, unit):,.2f}</b><br>{mark}",
+                           font={"color": "#1b7f3b" if b.fits else "#b3261e", "size": font_size() - 2})
+    top = max(max(to_unit(b.total, unit) for b in bars), to_unit(gpu_bytes, unit))
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(title=f"per GPU, {UNIT_AXIS[unit]}", range=[0, top * 1.25], rangemode="tozero")
+    fig.update_xaxes(type="category")
+    return style(fig, "Memory per GPU by stage")
+
+
+def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: int | None, gpu_bytes: float,
+                 title: str = "Per-GPU model states against N_d") -> go.Figure:
+    """Log-log totals per stage over N_d, the ZeRO-1 / ZeRO-2 floors (the 4x and 8x limits), the GPU line.
+
+    Reference lines are traces in data coordinates (shapes on a log axis would need log10 coordinates),
+    named in the legend rather than labelled on the plot, where labels would collide.
+    """
+    fig = go.Figure()
+    x = curve["nd"].to_numpy()
+    ends = [x[0], x[-1]]
+    for s, key in enumerate(STAGE_KEYS):
+        fig.add_scatter(x=x, y=to_unit(curve[f"{key} [bytes]"].to_numpy(), unit), mode="lines",
+                        name=STAGE_LABELS[s], line={"color": STAGE_COLORS[s], "width": 3},
+                        hovertemplate=f"{STAGE_LABELS[s]}, N_d %{{x:,}}: %{{y:,.3g}} {unit}<extra></extra>")
+    for s in (1, 2):
+        floor = float(curve[f"{STAGE_KEYS[s]} floor [bytes]"].iloc[0])
+        if floor <= 0 or not math.isfinite(limits[s]):
+            continue
+        fig.add_scatter(x=ends, y=[to_unit(floor, unit)] * 2, mode="lines", hoverinfo="skip",
+                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.3g} {unit} = DP / {limits[s]:g}",
+                        line={"color": STAGE_COLORS[s], "width": 2, "dash": "dot"})
+    gpu = to_unit(gpu_bytes, unit)
+    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.1f} {unit}", hoverinfo="skip",
+                    line={"color": COLORS["gpu"], "width": 2, "dash": "dash"})
+    low = to_unit(float(curve[f"{STAGE_KEYS[3]} [bytes]"].min()), unit)
+    high = to_unit(float(curve[f"{STAGE_KEYS[0]} [bytes]"].max()), unit)
+    if nd is not None:
+        fig.add_scatter(x=[nd, nd], y=[min(low, gpu), max(high, gpu)], mode="lines", name=f"N_d = {nd:,}",
+                        hoverinfo="skip", line={"color": "#888888", "width": 2, "dash": "dashdot"})
+    fig.update_xaxes(type="log", dtick=1, title="data-parallel degree N_d, log")
+    fig.update_yaxes(type="log", dtick=1, title=f"per GPU, {UNIT_AXIS[unit]}, log")
+    return style(fig, title, height=460)
+
+
+def fsdp_bars(frame: pd.DataFrame, unit: str, usable: float) -> go.Figure:
+    """Peak bytes per GPU of each FSDP wrap policy, by term (core.fsdp.wrap_comparison)."""
+    terms = (("sharded states [bytes]", "sharded states", COLORS["optimizer"]),
+             ("root params [bytes]", "root unit, gathered", COLORS["params"]),
+             ("gathered params [bytes]", "gathered unit(s)", COLORS["working"]),
+             ("unsharded grads [bytes]", "unsharded gradients", COLORS["grads"]))
+    fig = go.Figure()
+    for col, name, color in terms:
+        fig.add_bar(y=frame["policy"], x=to_unit(frame[col].to_numpy(), unit), name=name, orientation="h",
+                    marker_color=color, hovertemplate=f"%{{y}} {name}: %{{x:,.2f}} {unit}<extra></extra>")
+    fig.add_vline(x=to_unit(usable, unit), line={"color": COLORS["gpu"], "width": 3},
+                  annotation_text=f"usable {to_unit(usable, unit):,.1f} {unit}", annotation_position="top")
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title=f"peak per GPU, {UNIT_AXIS[unit]}")
+    fig.update_yaxes(type="category", title="wrap policy")
+    return style(fig, "FSDP peak memory by wrap policy", height=340)
+
+
+# --- display tables -----------------------------------------------------------------------------------------
+
+
+def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
+    """One row per stage: bytes on the GPU by component, the total, fit, smallest N_d, reduction, traffic."""
+    rows = []
+    for b in bars:
+        r = stages[b.key]
+        rows.append({
+            "stage": b.label, "offload": b.offload, "params [bytes]": b.params, "grads [bytes]": b.grads,
+            "optimizer [bytes]": b.optimizer, "gathered layer [bytes]": b.working,
+            "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
+            "CPU per node [bytes]": b.cpu_per_node, "fits": "yes" if b.fits else "no",
+            "smallest N_d that fits": _nd_text(b.smallest_nd),
+            "states vs DP [x less]": r["reduction_vs_dp"], "comm [x Psi]": r["comm_psi"],
+            "sent per rank [bytes]": r["comm_bytes"], "comm time [s]": r["comm_seconds"],
+        } | ({"DeepSpeed GPU [bytes]": r.get("deepspeed_gpu", np.nan),
+              "DeepSpeed CPU per node [bytes]": r.get("deepspeed_cpu_per_node", np.nan)}
+             if any("deepspeed_gpu" in x for x in stages.values()) else {}))
+    frame = pd.DataFrame(rows)
+    unused = [c for c in ("gathered layer [bytes]", "activations [bytes]", "CPU per node [bytes]")
+              if not frame[c].any()]
+    return units.frame_in(frame.drop(columns=unused), unit)
+
+
+def _nd_text(value: float) -> str:
+    if value != value:  # nan: offloaded stages are not sized by N_d here
+        return "-"
+    return "never" if math.isinf(value) else f"{value:,.0f}"
+
+
+def in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
+    return units.frame_in(frame, unit)
+
+
+def modes_table(modes: dict[str, float], unit: str) -> pd.DataFrame:
+    """Per-layer activation bytes of every Korthikanti mode (core.activations.report's "modes")."""
+    return in_unit(pd.DataFrame([{"mode": k, "per layer [bytes]": x} for k, x in modes.items()]), unit)
+
+
+def number_format(frame: pd.DataFrame, digits: int = 2) -> dict:
+    """st.dataframe column_config: fixed decimals for every float column (strings and ints untouched)."""
+    return {c: st.column_config.NumberColumn(format="%d" if c.endswith("[params]") else f"%.{digits}f")
+            for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+
+
+def amount(nbytes: float, unit: str) -> str:
+    """A headline number: two decimals, none from 1,000 up (so it fits a metric on a projector)."""
+    value = to_unit(nbytes, unit)
+    return f"{value:,.0f} {unit}" if value >= 1000 else f"{value:,.2f} {unit}"

@@ -1,0 +1,215 @@
+"""The Lecture page's words: each question with its numbers filled in, and each worked answer written
+around the numbers core.lecture computed. Only formatting happens here (percentages, GB via core.units);
+every number comes in from core. Kept apart from the page so pages/lecture.py stays a thin layout.
+"""
+
+from __future__ import annotations
+
+from core import lecture
+from core.params.memory import MAX_ND
+from core.units import fmt_bytes
+
+# --- practice exercises -----------------------------------------------------------------------------------
+
+
+def q_e1(p: int, idle: float) -> str:
+    return (f"A GPipe pipeline has **p = {p}** stages. What is the smallest number of micro-batches m that keeps "
+            f"the idle share of the timeline at **{idle:g} % or less**? Check your answer with the simulator.")
+
+
+def a_e1(a: lecture.MicrobatchAnswer) -> str:
+    before = "" if a.formula_before is None else (
+        f" One micro-batch fewer (m = {a.m_before:,}) would leave {a.formula_before:.2%} idle.")
+    head = (f"**m = {a.m:,}.** The idle share of a flushed pipeline is (p-1)/(m+p-1); it shrinks as m grows, and "
+            f"at m = {a.m:,} it is {a.formula_at_m:.2%}, the first value at or under {a.target:.2%}.{before}")
+    if a.simulated_at_m is None:
+        return head + (f" The simulator stops at {lecture.M_MAX:,} micro-batches, so this answer rests on the "
+                       "closed form alone; the dots on the figure are simulations at smaller m.")
+    prev = "" if a.simulated_before is None else f" and {a.simulated_before:.2%} at m = {a.m_before:,}"
+    verdict = "agrees" if a.verified else "disagrees"
+    return head + (f"\n\nThe simulator {verdict}: it measures {a.simulated_at_m:.2%} idle at m = {a.m:,}{prev}. "
+                   "The rule of thumb behind it: the fill and the drain cost p-1 slots whatever m is, so m has to "
+                   "be many times p before they stop mattering.")
+
+
+def q_e2(psi: float, mem: float) -> str:
+    return (f"A model with **{psi:g} billion** parameters is trained with mixed-precision Adam on GPUs with "
+            f"**{mem:g} GB** each. Counting model states only, what is the smallest data-parallel degree N_d at "
+            "which ZeRO-3 fits? Can ZeRO-2 ever fit, however many GPUs you add?")
+
+
+def a_e2(a: lecture.FitAnswer) -> str:
+    nd3 = a.smallest_nd[3]
+    if nd3 is None:
+        z3 = f"**ZeRO-3 would need more than {MAX_ND:,} ranks**, beyond what this tool models."
+    else:
+        before = "" if a.states_before is None else (
+            f", while {a.nd_before:,} ranks would need {fmt_bytes(a.states_before)}")
+        z3 = (f"**ZeRO-3 fits from N_d = {nd3:,}**: everything is divided by N_d, so each GPU holds "
+              f"{fmt_bytes(a.states_at[3])}{before}.")
+    z2 = a.smallest_nd[2]
+    if z2 is None:
+        z2_text = (f"**ZeRO-2 never fits.** It still keeps the full 16-bit parameters on every GPU, a floor of "
+                   f"{fmt_bytes(a.floor[2])} that no number of ranks removes, and that floor alone is more than "
+                   f"the {a.gpu_mem_gb:g} GB card.")
+    else:
+        z2_text = (f"**ZeRO-2 fits from N_d = {z2:,}**: its floor (the replicated 16-bit parameters, "
+                   f"{fmt_bytes(a.floor[2])}) is below the card's {a.gpu_mem_gb:g} GB.")
+    z1 = "never fits" if a.smallest_nd[1] is None else f"fits from N_d = {a.smallest_nd[1]:,}"
+    return (f"{z3}\n\n{z2_text}\n\nFor comparison, ZeRO-1's floor (parameters and gradients) is "
+            f"{fmt_bytes(a.floor[1])}, so it {z1}; plain data parallelism needs {fmt_bytes(a.floor[0])} on "
+            "every GPU. Activations and buffers come on top of all of these.")
+
+
+def q_e3(p: int, m: int, gb: float) -> str:
+    return (f"At **p = {p}** and **m = {m}**, one micro-batch's activations on one stage take **{gb:g} GB**. "
+            "How much does stage 0 hold at its peak under GPipe and under 1F1B, and what happens to the idle "
+            "fraction?")
+
+
+def a_e3(a: lecture.OneFOneBAnswer) -> str:
+    g, o = a.gpipe, a.one_f_one_b
+    same = "exactly the same" if abs(g.bubble - o.bubble) < 1e-12 else "different"
+    return (f"**GPipe: {g.held_gb:g} GB. 1F1B: {o.held_gb:g} GB**, a saving of {a.saving_gb:g} GB on stage 0 "
+            f"(simulated: {g.held_stage0:g} against {o.held_stage0:g} micro-batches held at once).\n\n"
+            "Under GPipe, stage 0 runs every forward before its first backward, so all m micro-batches wait "
+            "with their activations. 1F1B starts backward passes as soon as the first micro-batch returns, "
+            "which caps stage 0 at about p held micro-batches.\n\n"
+            f"The idle fraction is {same}: {g.bubble:.2%} for GPipe and {o.bubble:.2%} for 1F1B (makespans "
+            f"{g.makespan:g} and {o.makespan:g}). The fill and drain do not move; only the order of work between "
+            "them does. 1F1B buys memory, not speed.")
+
+
+def q_e4(p: int, m: int) -> str:
+    return (f"A paper reports the bubble as **(p-1)/m of the ideal time**. For **p = {p}** and **m = {m}**, what "
+            "share of the whole timeline is idle? Compare with the simulation.")
+
+
+def a_e4(a: lecture.ConventionAnswer) -> str:
+    return (f"**{a.share:.2%} of the timeline.** The quoted number is x = (p-1)/m = {a.relative:.4f} of the ideal "
+            f"time; as a share of the whole timeline it becomes x / (1 + x) = {a.share:.4f}, which is exactly "
+            f"(p-1)/(m+p-1) = {a.formula_share:.4f}. The simulator measures {a.simulated_share:.4f} idle (and "
+            f"{a.simulated_relative:.4f} relative to the busy time).\n\nBoth conventions describe the same idle "
+            "time; they differ in the denominator (ideal time or whole timeline), and the gap closes as m grows.")
+
+
+# --- checkpoint quiz --------------------------------------------------------------------------------------
+
+QUIZ = (
+    "In the GPipe schedule with p stages and m micro-batches, how many time slots does the forward phase take, "
+    "and why?",
+    "Why does increasing m shrink the bubble, and what does it cost?",
+    "What does 1F1B change, and what does it leave alone?",
+    "What is sharded at ZeRO stages 1, 2 and 3?",
+    "Why does stage 3 cost 1.5 times the communication while stages 1 and 2 cost nothing extra?",
+)
+
+
+def a_q1(a: lecture.ForwardSlots) -> str:
+    return (f"**m + p - 1 slots: {a.slots:g} at p = {a.p}, m = {a.m}.** The first micro-batch has to cross all p "
+            f"stages before it leaves the pipeline (slot {a.first_exit:g} in the simulation); each of the other "
+            "m - 1 micro-batches leaves one slot after the one before it. The backward phase mirrors it, so the "
+            f"simulated step lasts {a.makespan_slots:g} slots of t_f + t_b.")
+
+
+def a_q2(a: lecture.MoreMicrobatches) -> str:
+    return (f"The fill and the drain always cost p - 1 slots; more micro-batches spread that fixed cost over more "
+            f"useful work. Simulated at p = {a.p}: **{a.bubble_before:.2%} idle with m = {a.m_before}, "
+            f"{a.bubble_after:.2%} with m = {a.m_after}**.\n\nThe cost: under GPipe stage 0 holds every micro-batch "
+            f"until its backward, **{a.held_before:g} then {a.held_after:g} micro-batches** of activations; and "
+            "smaller micro-batches keep the GPU's matrix units less busy.")
+
+
+def a_q3(a: lecture.OneFOneBAnswer) -> str:
+    g, o = a.gpipe, a.one_f_one_b
+    return (f"It changes the **order** of work (a few warm-up forwards, then one forward, one backward) and so the "
+            f"**memory**: at p = {a.p}, m = {a.m} stage 0 holds **{o.held_stage0:g}** micro-batches under 1F1B "
+            f"against **{g.held_stage0:g}** under GPipe. It leaves the **bubble** alone: {o.bubble:.2%} idle for "
+            f"both, and the same makespan ({o.makespan:g}).")
+
+
+def a_q4(a: lecture.StageContents) -> list[dict]:
+    """Rows for a table: per stage, what is sharded and the bytes per GPU of each component."""
+    return [{"stage": r["label"], "sharded over N_d": ", ".join(r["sharded"]) or "nothing (replicated)",
+             "parameters": fmt_bytes(r["params"]), "gradients": fmt_bytes(r["grads"]),
+             "optimizer state": fmt_bytes(r["optimizer"]), "total per GPU": fmt_bytes(r["total"])}
+            for r in a.rows]
+
+
+A_Q4 = ("Each stage adds one more kind of state to what is split across the N_d ranks: stage 1 the optimizer "
+        "state, stage 2 the gradients as well, stage 3 the parameters too. Everything not yet sharded stays as "
+        "a full copy on every GPU.")
+
+
+def a_q5(a: lecture.StageContents) -> str:
+    v = {r["stage_label"]: r["volume [x Psi]"] for r in a.volumes}
+    sent = {r["stage_label"]: r["sent per rank [bytes]"] for r in a.volumes}
+    return (f"Plain data parallelism all-reduces the gradients: a reduce-scatter plus an all-gather, "
+            f"**{v['DP']:g} Psi**. Stages 1 and 2 use the same two halves, only now each rank keeps just its slice "
+            f"of the reduced gradient and all-gathers the updated parameters: **{v['ZeRO-1']:g} Psi and "
+            f"{v['ZeRO-2']:g} Psi**. Stage 3 holds no full parameters at rest, so it gathers them before the forward "
+            f"and again before the backward, then reduce-scatters the gradients: **{v['ZeRO-3']:g} Psi, "
+            f"{a.stage3_over_dp:g} times** plain DP. For {a.psi:,.0f} parameters on N_d = {a.nd:,} ranks with "
+            f"16-bit values, each rank sends {fmt_bytes(sent['DP'])} per step under DP, ZeRO-1 and ZeRO-2, and "
+            f"{fmt_bytes(sent['ZeRO-3'])} under ZeRO-3.")
+
+
+# --- active recall (seed 002) ------------------------------------------------------------------------------
+
+
+def q_r1(psi: float, n: int) -> str:
+    return (f"A **{psi:g}-billion**-parameter model is trained in mixed precision with Adam on **N = {n}** GPUs. "
+            "What is the per-GPU model-state memory under ZeRO stage 1, and under stage 3?")
+
+
+def a_r1(a: lecture.StageContents) -> str:
+    t = {r["stage"]: r["total"] for r in a.rows}
+    return (f"**Stage 1: {fmt_bytes(t[1])}. Stage 3: {fmt_bytes(t[3])}.** Stage 1 keeps the 16-bit parameters "
+            "and gradients whole (4 bytes per parameter) and splits only the 12 bytes of optimizer state; stage 3 "
+            f"splits all 16. Plain DP would need {fmt_bytes(t[0])}. Leave room for activations on top.")
+
+
+def q_r2(p0: int, p1: int, m: int) -> str:
+    return (f"A GPipe pipeline with p = {p0} stages and m = {m} micro-batches is stretched to **p = {p1}** stages "
+            "while m stays the same. What is the new bubble fraction, and what else changes?")
+
+
+def a_r2(a: lecture.DeeperPipeline) -> str:
+    return (f"**{a.bubble_after:.2%} idle, against {a.bubble_before:.2%} before** (simulated). With m fixed the fill "
+            f"and drain grow with p while the useful work per device does not. Besides throughput: each device "
+            f"now holds fewer layers (less parameter and activation memory per GPU), and every micro-batch crosses "
+            f"{a.boundaries_after} stage boundaries instead of {a.boundaries_before}, each a point-to-point transfer. "
+            "Stages and micro-batches have to grow together.")
+
+
+Q_R3 = "Why does ZeRO stage 2 keep plain DP's communication volume, while stage 3 needs more?"
+Q_R4 = ("A team moved an 8-GPU job that fitted in memory from DDP to FSDP, and the step time barely changed. "
+        "They conclude FSDP saved nothing. What is wrong with that?")
+Q_R5 = "In FSDP, why is one flat parameter per wrapped unit, not each weight tensor, what gets gathered and re-sharded?"
+
+
+def a_r4(a: lecture.StageContents) -> str:
+    t = {r["stage"]: r["total"] for r in a.rows}
+    return ("FSDP shards storage, not computation: every GPU still runs the whole forward and backward on its own "
+            "data, so the FLOPs per GPU are the same as under DDP, and the same step time is the expected result. "
+            f"What changed is memory: for the {a.psi:,.0f}-parameter model on N = {a.nd} GPUs, model states drop "
+            f"from **{fmt_bytes(t[0])}** (DDP) to **{fmt_bytes(t[3])}** (full sharding) per GPU. The payoff is a "
+            "model, a batch or a sequence length that did not fit before.")
+
+
+A_R5 = ("Collectives have a fixed cost per call. Gathering hundreds of small tensors one by one would pay it hundreds "
+        "of times and leave the links half used; flattening a unit's parameters into one contiguous buffer lets FSDP "
+        "issue one large all-gather (and one reduce-scatter for the gradients) per unit, which keeps the bandwidth "
+        "high and the bookkeeping simple.")
+
+
+def q_r6(p: int, m0: int, m1: int) -> str:
+    return (f"A GPipe pipeline with **p = {p}** raises its micro-batch count from **m = {m0}** to **m = {m1}**. What "
+            "happens to the bubble, and what does the formula not show?")
+
+
+def a_r6(a: lecture.MoreMicrobatches) -> str:
+    return (f"**The bubble falls from {a.bubble_before:.2%} to {a.bubble_after:.2%}** (simulated). What the formula "
+            f"hides is memory: GPipe keeps every micro-batch's activations until the backward, so stage 0 now holds "
+            f"**{a.held_after:g}** micro-batches instead of {a.held_before:g}, unless activations are recomputed "
+            "(more compute) or the schedule is 1F1B (at most about p held).")
