@@ -48,8 +48,27 @@ def is_presentation() -> bool:
     return bool(st.session_state.get("present", False))
 
 
+def run_through_app() -> None:
+    """Make sure the page runs inside app.py's navigation, even from a deep link on a fresh server.
+
+    Streamlit keeps its older multipage mode (every file in pages/ is a page of its own) switched on
+    while a pages/ folder exists and no session has called st.navigation yet. The first visitors of
+    a shared link such as /zero?nd=1024 on a freshly started server would then get the page without
+    app.py: no shared sidebar, no presentation mode, file names as navigation. A page that finds
+    itself in that mode switches it off and reruns, so app.py runs and routes to the same URL.
+    Relies on Streamlit 1.67's PagesManager (pinned in requirements.txt; tests/test_browser_deeplink.py
+    fails if an upgrade changes this).
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def page_header(page: str | PageEntry) -> PageEntry:
     """Title and one-line description of a registered page."""
+    run_through_app()
     entry = find_page(page)
     st.title(entry.title)
     st.caption(entry.description)
