@@ -1,0 +1,22 @@
+"""Inputs of the Pipeline page's view (not of the engine): time cursor, image format, compared schedules.
+
+`cursor` is a share of the makespan, so a link keeps its meaning when the schedule or the costs
+change. `compare` is a repeated URL key (?compare=zb-h1&compare=zbv, as Streamlit's multiselect
+writes it): COMPARE describes one item, so it is not in the table (whose inputs are single values).
+"""
+
+from __future__ import annotations
+
+from core.params import Spec, table
+from core.params.pipeline import SCHEDULE_NAMES
+
+VIEW = table(
+    Spec("cursor", "float", 100.0, 0.0, 100.0, label="Time cursor", unit="% of the makespan",
+         help="Shows the schedule up to this moment; later work is greyed out. 100 shows everything."),
+    Spec("img", "choice", "png", choices=("png", "svg"), label="Chart image format",
+         help="What the camera button above each chart saves: PNG (slides) or SVG (print, scalable)."),
+)
+
+COMPARE = Spec("compare", "choice", SCHEDULE_NAMES[0], choices=SCHEDULE_NAMES, max_items=len(SCHEDULE_NAMES) - 1,
+               label="Compare with",
+               help="Other schedules drawn under this one on the same time axis, with the same p, m and costs.")

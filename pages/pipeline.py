@@ -1,0 +1,174 @@
+"""Pipeline page: who computes what when under a schedule, the bubble, and activation memory.
+
+Inputs (sidebar, all in the URL) -> PipelineParams -> cached core.pipeline_view (bounded) -> figures.
+Compare mode (`compare` in the URL) stacks other schedules under this one on the same time axis.
+"""
+
+from dataclasses import replace
+
+import streamlit as st
+
+from core.errors import InputError
+from core.params.pipeline import PIPELINE
+from core.params.pipeline_view import VIEW
+from core.pipeline import PipelineParams
+from core.pipeline_view import cli_command
+from core.schedules import REGISTRY
+from core.timeline_view import BINS, cursor_time
+from ui import cache_pipeline as cache
+from ui import figures_pipeline as figs
+from ui.inputs_pipeline import check_compare_url, compare_input, compare_notices, cursor_input, share_link
+from ui.layout import is_presentation, page_header
+from ui.url_state import sync_url
+from ui.widgets import show_notices, spec_input, url_inputs
+
+MAIN = ["schedule", "p", "m", "v", "tf", "tb", "tw", "tcomm", "iterations", "recompute"]
+UNEVEN = ["first_stage", "last_stage", "stage_costs"]
+STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1, "first_stage": 0.05, "last_stage": 0.05}
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.2f} %"
+
+
+def num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.6g}"
+
+
+page_header("pipeline")
+present = is_presentation()
+dark = getattr(st.context.theme, "type", None) == "dark"
+veil = st.get_option(f"theme.{'dark' if dark else 'light'}.backgroundColor") or "#ffffff"
+view_values = {}
+
+# The whole URL is checked before any widget exists (each check may rerun once, keeping its notices);
+# what could not be used is said here, in plain text.
+check_compare_url()
+show_notices(sync_url({**PIPELINE, **VIEW}) + compare_notices())
+
+with st.sidebar:
+    st.header("Schedule and costs")
+    values = url_inputs(PIPELINE, ["schedule"])
+    entry = REGISTRY[values["schedule"]]
+    st.caption(entry.summary)
+    options = {k: {"step": s} for k, s in STEP.items()} | {"v": {"disabled": entry.chunks != "v"}}
+    values |= url_inputs(PIPELINE, MAIN[1:], options=options)
+    with st.expander("Uneven stages", expanded=any(k in st.query_params for k in UNEVEN)):
+        values |= url_inputs(PIPELINE, UNEVEN, options=options)
+    st.header("Compare")
+    others = [s for s in compare_input() if s != values["schedule"]]
+    view_values["img"] = img = spec_input(VIEW["img"], widget="radio", horizontal=True)
+
+params = PipelineParams(**values)
+names = [params.schedule, *others]
+max_bars, bins = cache.budget(len(names))
+views, refused = {}, {}
+for name in names:
+    try:
+        views[name] = cache.view(replace(params, schedule=name), max_bars, bins)
+    except InputError as exc:
+        refused[name] = str(exc)
+
+if params.schedule in refused:
+    st.error(f"{params.schedule}: {refused[params.schedule]}", icon=":material/block:")
+for name in others:
+    if name in refused:
+        st.warning(f"{name} cannot run these inputs: {refused[name]}", icon=":material/info:")
+
+if views:
+    drawn = list(views.values())
+    main = views.get(params.schedule)
+    if main is not None:
+        h = main.headline()
+        cols = st.columns(5 if params.schedule == "pipedream" or params.iterations > 1 else 4)
+        cols[0].metric("Makespan", num(h["makespan"]), help="Time from the first op to the last (time units).")
+        cols[1].metric("Bubble: idle share", pct(h["idle share"]),
+                       help="Idle time / (p x makespan): the idle share of the whole timeline, all devices.")
+        cols[2].metric("Bubble: relative to ideal", pct(h["relative to ideal"]),
+                       help="Idle time / busy time (the (p-1)/m convention of the Megatron-LM paper).")
+        cols[3].metric("Peak micro-batches held", num(h["peak held"]),
+                       help="Most micro-batches whose activations one device holds at once (full-stage units).")
+        if len(cols) > 4:
+            cols[4].metric("Weight versions", f"{h['weight versions']}",
+                           help="Most weight versions one device stores at once (PipeDream stashes stale weights).")
+        s = main.summary
+        if s["formula_expression"]:
+            st.caption(f"Closed form: `{s['formula_expression']}` ({s['formula_convention']} convention). "
+                       "Below: simulated next to it, in its convention.")
+        else:
+            st.caption(f"No closed form here: {main.formula_note}.")
+    if len(drawn) > 1:
+        st.dataframe([v.headline() for v in drawn], hide_index=True, column_config={
+            "idle share": st.column_config.NumberColumn(format="percent"),
+            "relative to ideal": st.column_config.NumberColumn(format="percent"),
+            "closed form idle share": st.column_config.NumberColumn(format="percent"),
+            "simulated, same convention": st.column_config.NumberColumn(format="percent")})
+
+    st.subheader("Timeline")
+    timelines = [v.timeline for v in drawn]
+    cursor = view_values["cursor"] = cursor_input(timelines)
+    t = cursor_time(timelines, cursor)
+    title = [f"{v.params.schedule}: makespan {num(v.summary['makespan'])}, idle {pct(v.summary['bubble_fraction'])}"
+             for v in drawn]
+    fig = figs.gantt(list(zip(title, timelines, strict=True)), t if cursor < 100 else None, presentation=present,
+                     veil=veil)
+    config = figs.modebar_config(f"pipeline-{'-'.join(views)}-p{params.p}-m{params.m}", img)
+    st.plotly_chart(fig, config=config, key="gantt")
+    if any(tv.aggregated for tv in timelines):
+        st.caption(f"Too many ops to draw one by one: each pixel is a time bin ({bins if len(drawn) > 1 else BINS} "
+                   "per lane) coloured by what the device computed in it; fainter means more idle. Hover for shares.")
+    if cursor < 100 and main is not None and main.timeline.bars is not None and params.p <= 16:
+        held = main.timeline.held_at(t)
+        running = main.timeline.running_at(t)
+        st.caption(f"At t = {t:.4g}: " + " · ".join(
+            f"device {d}: {running[d]}" + (f" (holds {held[d]:.3g})" if held is not None else "")
+            for d in range(params.p)))
+
+    if main is not None and len(drawn) == 1:
+        st.subheader("Bubble: simulated and closed form")
+        st.dataframe(main.bubble_rows, hide_index=True)
+        if not s["formula_expression"]:
+            st.caption(f"No closed-form column: {main.formula_note}.")
+        st.subheader("Activation memory")
+        st.plotly_chart(figs.memory(main.timeline, t if cursor < 100 else None, presentation=present, veil=veil),
+                        config=figs.modebar_config(f"memory-{params.schedule}-p{params.p}-m{params.m}", img),
+                        key="memory")
+        st.caption("Micro-batches whose activations a device holds (a chunk counts 1/v): from the start of a forward "
+                   "until its backward (or weight-gradient W) is done."
+                   + ("" if main.timeline.memory.exact else " Many events: each step is the maximum within a bin."))
+        with st.expander("Per device"):
+            st.dataframe(main.per_device(), hide_index=True)
+    elif len(drawn) > 1:
+        st.subheader("Peak activation memory per device")
+        st.plotly_chart(figs.peaks([(v.params.schedule, v.summary["peak_inflight"]) for v in drawn],
+                                   presentation=present),
+                        config=figs.modebar_config(f"peaks-{'-'.join(views)}", img), key="peaks")
+
+    if main is not None:
+        with st.expander("Text timeline (course notation)"):
+            if main.text:
+                st.caption("digit = forward of micro-batch i (mod 10), lowercase = backward, capital = weight "
+                           "gradient W, * = recompute, . = idle; one character per time unit.")
+                st.code(main.text, language=None)
+            else:
+                st.text(main.text_note)
+        st.subheader("Downloads")
+        left, right = st.columns(2)
+        stem = f"{params.schedule}-p{params.p}-m{params.m}"
+        with left:
+            if main.csv_note:
+                st.caption(f"PyTorch action table: {main.csv_note}")
+            else:
+                st.download_button("PyTorch action CSV", data=lambda: cache.csv_file(params), file_name=f"{stem}.csv",
+                                   mime="text/csv", on_click="ignore", icon=":material/download:",
+                                   help="torch.distributed.pipelining actions, one row per rank (one iteration).")
+        with right:
+            if main.trace_note:
+                st.caption(f"Chrome trace: {main.trace_note}")
+            else:
+                st.download_button("Chrome trace (JSON)", data=lambda: cache.trace_file(params),
+                                   file_name=f"{stem}.trace.json", mime="application/json", on_click="ignore",
+                                   icon=":material/download:", help="Open in chrome://tracing or ui.perfetto.dev.")
+        st.caption(f"Same numbers on the command line: `{cli_command(params)}`")
+
+share_link({**values, **view_values}, others)

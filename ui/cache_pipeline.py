@@ -1,0 +1,37 @@
+"""Cached core calls of the Pipeline page.
+
+What is cached is the bounded PipelineView (a few hundred KB at most), never the timeline: the
+largest timeline has a million ops, and st.cache_data would pickle and copy it on every hit.
+core.pipeline keeps its own small cache of full results, which the on-demand exports reuse.
+"""
+
+from __future__ import annotations
+
+from core.pipeline import PipelineParams
+from core.pipeline_view import PipelineView, actions_csv, pipeline_view, trace_json
+from core.timeline_view import BINS, MAX_BARS
+from ui.cache import cached
+
+MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded
+MIN_COMPARE_BARS = 600
+
+
+def budget(views: int) -> tuple[int, int]:
+    """(max_bars, bins) per view when `views` timelines share one figure (payload stays ~1 MB)."""
+    n = max(1, views)
+    return max(MIN_COMPARE_BARS, MAX_BARS // n), max(MIN_COMPARE_BINS, BINS // n)
+
+
+@cached(max_entries=48, max_size="300MB")
+def view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = BINS) -> PipelineView:
+    """Cached core.pipeline_view.pipeline_view (raises InputError: st.cache_data does not cache it)."""
+    return pipeline_view(params, max_bars, bins)
+
+
+def csv_file(params: PipelineParams) -> str:
+    """Made when the download button is clicked (not cached: core.pipeline caches the simulation)."""
+    return actions_csv(params)
+
+
+def trace_file(params: PipelineParams) -> str:
+    return trace_json(params)
