@@ -34,6 +34,7 @@ class Spec:
     help: str = ""
     unit: str = ""
     max_items: int = 0  # for kind == "floats"
+    min_items: int = 0  # for kind == "floats": an empty list is refused when this is 1
 
     def describe_range(self) -> str:
         if self.kind == "choice":
@@ -41,7 +42,8 @@ class Spec:
         if self.kind == "bool":
             return "true or false"
         if self.kind == "floats":
-            return f"up to {self.max_items} comma-separated numbers in [{self.lo:g}, {self.hi:g}]"
+            least = f"{self.min_items} to {self.max_items}" if self.min_items else f"up to {self.max_items}"
+            return f"{least} comma-separated numbers in [{self.lo:g}, {self.hi:g}]"
         return f"{_fmt(self.lo)} to {_fmt(self.hi)}"
 
     def parse(self, raw: Any) -> Any:
@@ -111,9 +113,12 @@ def _bool(spec: Spec, raw: Any) -> bool:
 
 
 def _floats(spec: Spec, raw: Any) -> tuple[float, ...]:
-    items = [s for s in raw.split(",")] if isinstance(raw, str) else list(raw)
-    if isinstance(raw, str) and not raw:
-        return ()
+    if isinstance(raw, str):
+        items = raw.split(",") if raw else []
+    else:
+        items = list(raw)
+    if len(items) < spec.min_items:
+        raise InputError(f"{spec.key}: give at least {spec.min_items} value(s)")
     if len(items) > spec.max_items:
         raise InputError(f"{spec.key}: at most {spec.max_items} values, got {len(items)}")
     inner = Spec(spec.key, "float", 1.0, spec.lo, spec.hi)

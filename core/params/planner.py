@@ -89,7 +89,7 @@ PLAN = table(
     *preset_choices().values(),
     CLUSTER["gpus"],
     CLUSTER["batch"],
-    Spec("mb_sizes", "floats", (1.0, 2.0), 1, CLUSTER["mbs"].hi, max_items=MAX_MB_SIZES,
+    Spec("mb_sizes", "floats", (1.0, 2.0), 1, CLUSTER["mbs"].hi, max_items=MAX_MB_SIZES, min_items=1,
          label="Micro-batch sizes to consider", unit="sequences",
          help="Whole numbers, comma-separated; each is tried with every layout."),
     Spec("precision", "choice", "auto", choices=("auto", "bf16", "fp16"), label="Precision",
