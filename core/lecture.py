@@ -122,7 +122,7 @@ def zero_fit(psi_billion: float, gpu_mem_gb: float) -> FitAnswer:
     before = float(memory.model_states(psi, nd - 1, 3).total) if nd > 1 else None
     curve = memory.curve_vs_nd(psi, max(CURVE_ND_MAX, 4 * nd), 64)
     return FitAnswer(psi, mem, usable, smallest, floors, states, before, nd - 1 if nd > 1 else None, nd, curve,
-                     max_reduction())
+                     memory.max_reduction())
 
 
 # --- exercise 3 and quiz 3: what 1F1B changes ---------------------------------------------------------------
@@ -297,15 +297,3 @@ def deeper_pipeline(p_before: int, p_after: int, m: int) -> DeeperPipeline:
 
 
 # --- ZeRO's ceilings (quiz 4, and the floors on the ZeRO page) ---------------------------------------------
-
-
-def max_reduction(k=12.0, param_bytes=2.0, grad_bytes=2.0) -> dict[int, float]:
-    """Per stage, the most it can shrink the per-GPU states against plain DP however large N_d grows:
-    the full bytes per parameter over the replicated ones (4x and 8x for mixed-precision Adam; inf for
-    stage 3, which has no replicated part)."""
-    out = {}
-    for s in range(4):
-        replicated, sharded = memory.split_coefficients(s, k, param_bytes, grad_bytes)
-        whole = float(replicated + sharded)
-        out[s] = whole / float(replicated) if replicated > 0 else float("inf")
-    return out

@@ -252,3 +252,15 @@ def curve_vs_nd(psi, nd_max=1 << 14, points: int = 64, k=12.0, param_bytes=2.0, 
     for s, key in enumerate(STAGE_KEYS):
         out[f"{key} floor [bytes]"] = np.broadcast_to(floor_bytes(psi, s, k, param_bytes, grad_bytes), nds.shape)
     return pd.DataFrame(out)
+
+
+def max_reduction(k=12.0, param_bytes=2.0, grad_bytes=2.0) -> dict[int, float]:
+    """Per stage, the most it can shrink the per-GPU states against plain DP however large N_d grows:
+    the full bytes per parameter over the replicated ones (4x and 8x for mixed-precision Adam; inf for
+    stage 3, which has no replicated part)."""
+    out = {}
+    for s in range(4):
+        replicated, sharded = split_coefficients(s, k, param_bytes, grad_bytes)
+        whole = float(replicated + sharded)
+        out[s] = whole / float(replicated) if replicated > 0 else float("inf")
+    return out

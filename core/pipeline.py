@@ -15,7 +15,7 @@ import numpy as np
 
 from core import formulas
 from core.ops_cache import OpsBoundedCache
-from core.params import check_dataclass, parse_lenient, parse_strict
+from core.params import check_dataclass
 from core.params.pipeline import MAX_OPS, PIPELINE
 from core.schedules import REGISTRY, build
 from core.schedules.ir import Schedule
@@ -43,17 +43,6 @@ class PipelineParams:
 
     def __post_init__(self) -> None:
         check_dataclass(self, PIPELINE)
-
-    @classmethod
-    def from_strings(cls, raw: dict[str, Any]) -> PipelineParams:
-        """Strict (CLI): any bad value raises InputError."""
-        return cls(**parse_strict(PIPELINE, raw))
-
-    @classmethod
-    def from_url(cls, raw: dict[str, Any]) -> tuple[PipelineParams, list[str]]:
-        """Lenient (URL): bad values fall back to defaults, with one notice each."""
-        values, notices = parse_lenient(PIPELINE, raw)
-        return cls(**values), notices
 
     @property
     def chunks(self) -> int:

@@ -62,7 +62,7 @@ def build(q: ZeroParams) -> ZeroReport:
     for s in chosen:
         states = memory.model_states(psi, q.nd, s, **kw)
         mode = supported(q.offload, s)
-        placed = placement(psi, q.nd, s, mode, largest_layer=_per_rank_layer(q), **kw)
+        placed = placement(psi, q.nd, s, mode, largest_layer=per_rank_layer(q), **kw)
         sent = float(comm.zero_comm_bytes(psi, q.nd, s, bpp.param_bytes))
         gpu = float(placed.gpu_total)
         need = float(fit.min_nd(psi, s, usable, **kw)) if mode == "none" else float("nan")
@@ -81,7 +81,7 @@ def build(q: ZeroParams) -> ZeroReport:
     return ZeroReport(q, psi, bpp, usable, stages)
 
 
-def _per_rank_layer(q: ZeroParams) -> float:
+def per_rank_layer(q: ZeroParams) -> float:
     return q.largest_layer / q.t
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import lecture
+from core import lecture, memory
 from core.errors import InputError
 from core.params.lecture import LECTURE
 from tests.conftest import ROOT
@@ -87,7 +87,7 @@ def test_quiz_and_recall_answers():
     assert (r2.boundaries_before, r2.boundaries_after) == (3, 7)
     r6 = lecture.more_microbatches(4, 8, 64)
     assert r6.bubble_after == pytest.approx(3 / 67) and (r6.held_before, r6.held_after) == (8, 64)
-    assert lecture.max_reduction() == {0: 1.0, 1: 4.0, 2: 8.0, 3: float("inf")}
+    assert memory.max_reduction() == {0: 1.0, 1: 4.0, 2: 8.0, 3: float("inf")}
 
 
 def test_answers_beyond_the_simulator_say_so_and_bad_inputs_are_refused():

@@ -23,7 +23,6 @@ import pandas as pd
 
 from core import activations, comm, equivalence, fit, flops, fsdp, memory, presets, zero_report
 from core.errors import InputError
-from core.lecture import max_reduction
 from core.offload import placement, supported
 from core.params import Spec, table
 from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP, ZERO, ZeroParams
@@ -196,7 +195,7 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
         except InputError as exc:
             notes.append(str(exc))
     acts = info.report["peak"] if info else 0.0
-    layer = zero_report._per_rank_layer(q)
+    layer = zero_report.per_rank_layer(q)
     bars = []
     for s, key in enumerate(memory.STAGE_KEYS):
         mode = supported(q.offload, s)
@@ -208,7 +207,7 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
                              acts, float(placed.cpu_per_node(q.gpus_per_node)), both["total"], both["fits"], need))
     nds = sorted({*TABLE1_ND, q.nd})
     return ZeroView(
-        report=rep, bars=tuple(bars), limits=max_reduction(**kw),
+        report=rep, bars=tuple(bars), limits=memory.max_reduction(**kw),
         curve=memory.curve_vs_nd(rep.psi_rank, max(CURVE_ND_MAX, q.nd), 80, **kw),
         table1=memory.table1(rep.psi_rank, nds, **kw),
         comm=comm.zero_comm_table(rep.psi_rank, q.nd, q.bw, rep.bytes_per_param.param_bytes),

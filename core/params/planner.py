@@ -172,9 +172,7 @@ class PlannerParams:
             if value is None and spec.default is None:
                 continue
             parsed = spec.parse(value)
-            if spec.kind == "floats":
-                if not parsed:
-                    raise InputError("mb_sizes: give at least one micro-batch size")
+            if spec.kind == "floats":  # at least one value: the spec's min_items
                 if any(not float(x).is_integer() for x in parsed):
                     raise InputError(f"mb_sizes: micro-batch sizes must be whole numbers, got {value!r}")
                 parsed = tuple(sorted({float(x) for x in parsed}))
