@@ -12,19 +12,6 @@ from tests.conftest import ARTIFACTS
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 
-@pytest.fixture(scope="module")
-def app_url(streamlit_server, browser):
-    """The server, after one visit to the root (see tests/test_browser_zero.py: deep links on a fresh server)."""
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.goto(streamlit_server + "/")
-        page.wait_for_selector(".st-key-present")
-    finally:
-        context.close()
-    return streamlit_server
-
-
 def open_lecture(page, url, wait_text):
     page.goto(url)
     page.wait_for_selector(".st-key-present")
@@ -36,8 +23,8 @@ def figure_title(page, key):
     return page.locator(f".st-key-{key} .gtitle").text_content()
 
 
-def test_slider_answer_figure_and_url_round_trip(page, browser, app_url):
-    open_lecture(page, app_url + "/lecture?e1_ans=true", "m = 63.")
+def test_slider_answer_figure_and_url_round_trip(page, browser, streamlit_server):
+    open_lecture(page, streamlit_server + "/lecture?e1_ans=true", "m = 63.")
     assert figure_title(page, "fig_e1") == "GPipe bubble at p = 8"
 
     thumb = page.locator(".st-key-e1_p input[type=range]")
@@ -77,8 +64,8 @@ def test_slider_answer_figure_and_url_round_trip(page, browser, app_url):
         fresh.close()
 
 
-def test_quiz_tab_is_in_the_link(page, app_url):
-    open_lecture(page, app_url + "/lecture", "1. How many micro-batches")
+def test_quiz_tab_is_in_the_link(page, streamlit_server):
+    open_lecture(page, streamlit_server + "/lecture", "1. How many micro-batches")
     page.get_by_role("tab", name="Quiz").click()
     page.wait_for_url(re.compile(r"[?&]part=Quiz\b"))
     page.locator(".st-key-q1_ans summary").click()

@@ -20,14 +20,8 @@ SHAPES = f"(document.querySelector('{GANTT}')?.layout?.shapes || []).length"
 
 def open_page(page, url):
     page.goto(url)
-    page.wait_for_selector(".st-key-present")  # app.py's frame ran (see the fresh-server test below)
+    page.wait_for_selector(".st-key-present")  # app.py's frame ran, even for a deep link
     page.wait_for_selector(GANTT)
-
-
-def open_home(page, base):
-    """The main page first, so the server runs app.py's navigation (see test_direct_link_on_a_fresh_server)."""
-    page.goto(base + "/")
-    page.wait_for_selector(".st-key-present")
 
 
 def metric(page, label):
@@ -40,7 +34,6 @@ def lanes_become(page, n):
 
 
 def test_slider_redraws_the_chart_and_the_url_reopens_the_same_view(page, browser, streamlit_server):
-    open_home(page, streamlit_server)
     open_page(page, streamlit_server + "/pipeline?m=8")
     lanes_become(page, 4)
     assert metric(page, "Makespan") == "33"
@@ -71,7 +64,6 @@ def test_slider_redraws_the_chart_and_the_url_reopens_the_same_view(page, browse
 
 
 def test_time_cursor_steps_and_lands_in_the_url(page, streamlit_server):
-    open_home(page, streamlit_server)
     open_page(page, streamlit_server + "/pipeline?schedule=gpipe")
     assert page.evaluate(SHAPES) == 0
     page.locator(".st-key-cursor_back").get_by_role("button", name="◀").click()  # from 100 % back to t = 31 of 33
@@ -93,7 +85,6 @@ def test_direct_link_on_a_fresh_server_runs_the_app_frame(page):
 
 
 def test_downloads_are_made_on_click(page, streamlit_server):
-    open_home(page, streamlit_server)
     open_page(page, streamlit_server + "/pipeline?schedule=zb-h1&p=2&m=2&img=svg")
     with page.expect_download() as csv:
         page.get_by_role("button", name="PyTorch action CSV").click()

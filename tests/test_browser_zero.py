@@ -11,20 +11,6 @@ from tests.conftest import ARTIFACTS
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 
-@pytest.fixture(scope="module")
-def app_url(streamlit_server, browser):
-    """The server, after one visit to the root. Streamlit 1.67 resolves a deep link on a fresh server with its
-    legacy pages/ discovery (without app.py's navigation and sidebar) until the main script has run once."""
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.goto(streamlit_server + "/")
-        page.wait_for_selector(".st-key-present")
-    finally:
-        context.close()
-    return streamlit_server
-
-
 def metric(page, label):
     """The value text of the st.metric whose label is `label`."""
     box = page.locator('[data-testid="stMetric"]', has=page.get_by_text(label, exact=True))
@@ -51,8 +37,8 @@ def chart_text(page, key):
     return page.locator(f".st-key-{key} svg text").all_text_contents()
 
 
-def test_inputs_update_chart_and_url_and_the_url_reproduces_the_view(page, browser, app_url):
-    open_zero(page, app_url + "/zero")
+def test_inputs_update_chart_and_url_and_the_url_reproduces_the_view(page, browser, streamlit_server):
+    open_zero(page, streamlit_server + "/zero")
     assert metric(page, "ZeRO-3 per GPU").inner_text() == "1.88 GB"
     assert any("1.88" in t for t in chart_text(page, "zero_bars"))
 
@@ -95,8 +81,8 @@ def test_inputs_update_chart_and_url_and_the_url_reproduces_the_view(page, brows
         fresh.close()
 
 
-def test_bad_link_shows_a_notice_and_the_defaults(page, app_url):
-    open_zero(page, app_url + "/zero?nd=-3&model=%3Cb%3Ex%3C/b%3E")
+def test_bad_link_shows_a_notice_and_the_defaults(page, streamlit_server):
+    open_zero(page, streamlit_server + "/zero?nd=-3&model=%3Cb%3Ex%3C/b%3E")
     page.get_by_text("Some values in this link could not be used").wait_for()
     page.get_by_text("nd: '-3' is out of range").wait_for()
     page.get_by_text("model: '<b>x</b>' is not allowed", exact=False).wait_for()
@@ -104,8 +90,8 @@ def test_bad_link_shows_a_notice_and_the_defaults(page, app_url):
     page.wait_for_url(lambda url: "nd=" not in url and "model=" not in url)
 
 
-def test_model_preset_replaces_the_psi_box_and_stays_in_the_link(page, app_url):
-    open_zero(page, app_url + "/zero")
+def test_model_preset_replaces_the_psi_box_and_stays_in_the_link(page, streamlit_server):
+    open_zero(page, streamlit_server + "/zero")
     page.locator(".st-key-model [role=combobox]").click()
     page.get_by_role("option", name="llama3-70b", exact=True).click()
     page.wait_for_url(re.compile(r"[?&]model=llama3-70b\b"))
