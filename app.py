@@ -20,11 +20,8 @@ st.set_page_config(
     menu_items={"About": f"**{APP_NAME}**: pipeline schedules, ZeRO/FSDP memory and t x p x d layouts."},
 )
 
-# The pages come from one registry (ui.links.PAGES: file, title, url_path, icon, description) and only
-# the files that exist are registered. The Pipeline, ZeRO, Planner and Lecture pages are written in
-# parallel with this skeleton: filtering on Path.exists() keeps the app runnable today and picks each
-# page up as soon as its file lands, without editing this file (st.Page fails on a missing file).
-# The list is explicit (no glob) so a stray file in pages/ never becomes a page by accident.
+# The pages come from one registry (ui.links.PAGES: file, title, url_path, icon, description). The list is
+# explicit (no glob), so a stray file in pages/ never becomes a page by accident.
 pages = [
     st.Page(ROOT / p.file, title=p.title, icon=p.icon, url_path=p.url_path or None, default=not p.url_path,
             help=p.description)

@@ -1,7 +1,7 @@
 """Does the process stop growing? 500 distinct configurations through the cached calls, RSS sampled.
 
 Every call is a new parameter set, so every call misses the cache and adds an entry; the caches'
-bounds (core/ops_cache.py for the engine, max_entries for the pages' st.cache_data wrappers) must
+bounds (core/pipeline/ops_cache.py for the engine, max_entries for the pages' st.cache_data wrappers) must
 turn that into a plateau. Reports the resident set size after 100, 250 and 500 configurations.
 
 Run: python bench/bench_cache_memory.py
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.pipeline import PipelineParams, _results, simulate  # noqa: E402
+from core.pipeline.result import PipelineParams, _results, simulate  # noqa: E402
 from core.runtime import keep_freed_memory  # noqa: E402
 
 CHECKPOINTS = (100, 250, 500)

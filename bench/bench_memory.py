@@ -24,10 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import comm, fit, memory  # noqa: E402
-from core.flops import narayanan_params  # noqa: E402
+from core.cost import comm  # noqa: E402
+from core.memory import fit
+from core.memory import states as memory
+from core.model.counts import narayanan_params  # noqa: E402
 from core.params.pipeline import PIPELINE  # noqa: E402
-from core.pipeline import peak_inflight  # noqa: E402
+from core.pipeline.result import peak_inflight  # noqa: E402
 
 GPUS = 16_384
 MODEL = {"layers": 96, "hidden": 12288, "heads": 96, "seq": 2048, "vocab": 50257}

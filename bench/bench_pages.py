@@ -2,7 +2,7 @@
 
 Reruns are measured with Streamlit's AppTest (the same script run the server does, without the browser).
 Each timed rerun changes a cost slightly (t_f = 1.001, 1.002, ...) so neither st.cache_data nor
-core.pipeline's cache can answer it: the numbers are for a real recomputation.
+core.pipeline.result's cache can answer it: the numbers are for a real recomputation.
 Payload = the plotly figure JSON Streamlit sends to the browser (plotly.io.to_json), in bytes.
 
 Each page adds one function returning rows {benchmark, value, unit, target} to PAGES.
@@ -26,8 +26,8 @@ from bench_memory import machine  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.params.pipeline import SCHEDULE_NAMES  # noqa: E402
-from core.pipeline import PipelineParams  # noqa: E402
-from core.pipeline_view import pipeline_view  # noqa: E402
+from core.pipeline.result import PipelineParams  # noqa: E402
+from core.pipeline.view import pipeline_view  # noqa: E402
 
 LARGEST = {"schedule": "interleaved", "p": "64", "m": "1024", "v": "8"}  # 1,048,576 ops: the cap
 REPEATS = 5

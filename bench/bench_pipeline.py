@@ -20,9 +20,9 @@ import reference_loop  # noqa: E402
 from bench_memory import machine  # noqa: E402
 
 from core.params.pipeline import MAX_OPS  # noqa: E402
+from core.pipeline.schedules import REGISTRY, build, estimated_ops  # noqa: E402
+from core.pipeline.simulate import Costs, compile_schedule, run  # noqa: E402
 from core.runtime import keep_freed_memory  # noqa: E402
-from core.schedules import REGISTRY, build, estimated_ops  # noqa: E402
-from core.simulate import Costs, compile_schedule, run  # noqa: E402
 
 
 def median_ms(fn, repeats: int, warmup: int = 2) -> float:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import planner  # noqa: E402
 from core.params.planner import PlannerParams  # noqa: E402
+from core.planner import plan as planner  # noqa: E402
 
 MB_SIZES = (1.0, 2.0, 4.0, 8.0)
 CASES = (

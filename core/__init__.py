@@ -1,4 +1,8 @@
-"""Pure numpy/pandas engine behind the dashboard: schedules, simulator, memory, planner.
+"""Pure numpy/pandas engine behind the dashboard, grouped by domain; nothing here imports streamlit or plotly.
 
-Nothing here imports streamlit or plotly; pages and the CLI call the same functions.
+Imports run one way (tests/test_architecture.py checks it):
+
+    params -> model -> pipeline | memory -> cost -> planner | views -> cli
+
+The top level holds only what every package shares: errors, units, input validation, the process runtime.
 """

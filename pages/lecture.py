@@ -1,5 +1,5 @@
 """Lecture: the module's practice exercises, checkpoint quiz and active-recall questions, with numbers set by
-sliders and answers computed live by core (core.lecture), revealed on demand. Layout only: the words are in
+sliders and answers computed live by core (core.views.lecture), revealed on demand. Layout only: the words are in
 ui/lecture_text.py, the figures in ui/figures_lecture.py, the cached calls in ui/cache_lecture.py."""
 
 import pandas as pd

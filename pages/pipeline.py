@@ -1,6 +1,6 @@
 """Pipeline page: who computes what when under a schedule, the bubble, and activation memory.
 
-Inputs (sidebar, all in the URL) -> PipelineParams -> cached core.pipeline_view (bounded) -> figures.
+Inputs (sidebar, all in the URL) -> PipelineParams -> cached core.pipeline.view (bounded) -> figures.
 Compare mode (`compare` in the URL) stacks other schedules under this one on the same time axis.
 """
 
@@ -11,10 +11,10 @@ import streamlit as st
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import VIEW
-from core.pipeline import PipelineParams
-from core.pipeline_view import cli_command
-from core.schedules import REGISTRY
-from core.timeline_view import BINS, cursor_time
+from core.pipeline.result import PipelineParams
+from core.pipeline.schedules import REGISTRY
+from core.pipeline.timeline_view import BINS, cursor_time
+from core.pipeline.view import cli_command
 from ui import cache_pipeline as cache
 from ui import figures_pipeline as figs
 from ui.inputs_pipeline import check_compare_url, compare_input, compare_notices, cursor_input, share_link

@@ -1,11 +1,14 @@
 """ZeRO memory: bytes per GPU under plain data parallelism and ZeRO 1-3, what offload, activations and FSDP
-wrapping change, and a live check that sharding Adam changes nothing. Inputs -> core (ui.cache_zero) -> figures."""
+wrapping change, and a live check that sharding Adam changes nothing.
+Inputs -> core (core.views.zero, cached in ui.cache_zero) -> figures."""
 
 
 import streamlit as st
 
 from core.errors import InputError
+from core.params import zero_page as zp
 from core.params.memory import ZERO, ZeroParams
+from core.views import zero as zv
 from ui import cache_zero as cz
 from ui import figures_zero as fz
 from ui.layout import page_header
@@ -13,7 +16,7 @@ from ui.links import copy_link_box
 from ui.url_state import sync_url
 from ui.widgets import show_notices, spec_input
 
-SPECS = {**ZERO, **cz.PAGE, **cz.CUSTOM, **cz.ACT, **cz.WRAP, **cz.DEMO}
+SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.ACT, **zp.WRAP, **zp.DEMO}
 
 page_header("zero")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
@@ -21,24 +24,24 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 # --- inputs ----------------------------------------------------------------------------------------------
 v: dict = {}
 row = st.columns(4)
-v["model"] = spec_input(cz.PAGE["model"], container=row[0])
+v["model"] = spec_input(zp.PAGE["model"], container=row[0])
 if v["model"] == "custom":
     v["params"] = spec_input(ZERO["params"], container=row[1])
 else:
-    params = cz.preset_params(v["model"])
+    params = zv.preset_params(v["model"])
     row[1].markdown(f"Parameters Psi (preset)  \n**{params:,}**", help="From the preset (assets/models.json); "
                     "choose custom to type your own.")
 v["nd"] = spec_input(ZERO["nd"], container=row[2])
 v["stage"] = spec_input(ZERO["stage"], container=row[3])
 
 row = st.columns(4)
-v["gpu"] = spec_input(cz.PAGE["gpu"], container=row[0])
+v["gpu"] = spec_input(zp.PAGE["gpu"], container=row[0])
 if v["gpu"] == "custom":
     v["gpu_mem"] = spec_input(ZERO["gpu_mem"], container=row[1])
 else:
-    row[1].metric("GPU memory", f"{cz.preset_gpu(v['gpu'])['gpu_mem']:g} GB", help="From the GPU preset.")
-v["unit"] = spec_input(cz.PAGE["unit"], container=row[2], widget="radio", horizontal=True)
-v["act"] = spec_input(cz.PAGE["act"], container=row[3])
+    row[1].metric("GPU memory", f"{zv.preset_gpu(v['gpu'])['gpu_mem']:g} GB", help="From the GPU preset.")
+v["unit"] = spec_input(zp.PAGE["unit"], container=row[2], widget="radio", horizontal=True)
+v["act"] = spec_input(zp.PAGE["act"], container=row[3])
 
 with st.expander("Optimizer, precision and the t x p split"):
     cols = st.columns(4)
@@ -53,36 +56,36 @@ with st.expander("Offload, reserve and cluster"):
 if v["model"] == "custom":
     with st.expander("Custom model shape (activations and FSDP units)"):
         cols = st.columns(3)
-        for i, key in enumerate(cz.CUSTOM):
-            v[key] = spec_input(cz.CUSTOM[key], container=cols[i % 3])
-    shape = cz.Shape(**{k: v[k] for k in cz.CUSTOM})
+        for i, key in enumerate(zp.CUSTOM):
+            v[key] = spec_input(zp.CUSTOM[key], container=cols[i % 3])
+    shape = zv.Shape(**{k: v[k] for k in zp.CUSTOM})
 else:
-    shape = cz.preset_shape(v["model"])
+    shape = zv.preset_shape(v["model"])
 act = None
 if v["act"]:
     with st.expander("Activations: micro-batch, recomputation and the schedule they come from", expanded=True):
         cols = st.columns(3)
-        for i, key in enumerate(cz.ACT):
-            v[key] = spec_input(cz.ACT[key], container=cols[i % 3])
-    act = cz.ActInputs(**{k: v[k] for k in cz.ACT})
+        for i, key in enumerate(zp.ACT):
+            v[key] = spec_input(zp.ACT[key], container=cols[i % 3])
+    act = zv.ActInputs(**{k: v[k] for k in zp.ACT})
 
 main = st.container()  # filled once the tab inputs below are known
-tabs = st.tabs(list(cz.TABS), key="tab", bind="query-params")
+tabs = st.tabs(list(zp.TABS), key="tab", bind="query-params")
 with tabs[2]:
     v["deepspeed"] = spec_input(ZERO["deepspeed"], label="Compare with DeepSpeed's estimator (stages 2 and 3)")
 with tabs[3]:
     cols = st.columns(2)
-    for i, key in enumerate(cz.WRAP):
-        v[key] = spec_input(cz.WRAP[key], container=cols[i])
+    for i, key in enumerate(zp.WRAP):
+        v[key] = spec_input(zp.WRAP[key], container=cols[i])
 with tabs[4]:
     cols = st.columns(5)
-    v.update({k: spec_input(cz.DEMO[k], container=cols[i]) for i, k in enumerate(cz.DEMO)})
+    v.update({k: spec_input(zp.DEMO[k], container=cols[i]) for i, k in enumerate(zp.DEMO)})
 
 zero = {k: v[k] for k in ZERO if k in v}
 if v["model"] != "custom":
-    zero["params"] = cz.preset_params(v["model"])
+    zero["params"] = zv.preset_params(v["model"])
 if v["gpu"] != "custom":
-    zero.update(cz.preset_gpu(v["gpu"]))
+    zero.update(zv.preset_gpu(v["gpu"]))
 unit = v["unit"]
 try:
     q = ZeroParams(**zero)
@@ -99,7 +102,7 @@ with main:
         st.warning(note, icon=":material/info:")
     bpp = rep.bytes_per_param
     if v["model"] != "custom":
-        st.caption(cz.preset_note(v["model"]))
+        st.caption(zv.preset_note(v["model"]))
     st.caption(
         f"Psi = {q.params:,} parameters; t = {q.t}, p = {q.p} ({q.split} split) leaves {rep.psi_rank:,.0f} per "
         f"GPU before ZeRO. Bytes per parameter ({bpp.label}): parameters {bpp.param_bytes:g}, gradients "
@@ -169,7 +172,7 @@ with tabs[2]:
         else:
             st.caption("Turn the comparison on to see both estimates side by side (in GiB).")
 with tabs[3]:
-    wrap = {k: v[k] for k in cz.WRAP}
+    wrap = {k: v[k] for k in zp.WRAP}
     try:
         fs = cz.fsdp_view(q.params, q.nd, shape.layers, shape.block_params, wrap["min_params"], wrap["prefetch"],
                           tuple(rep.bytes_per_param.kwargs().items()))
@@ -187,7 +190,7 @@ with tabs[3]:
 with tabs[4]:
     if tabs[4].open:
         try:
-            eq = cz.equivalence_run(*(v[k] for k in cz.DEMO))
+            eq = cz.equivalence_run(*(v[k] for k in zp.DEMO))
         except InputError as exc:
             st.warning(f"Demo not run: {exc}")
         else:

@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from core import activations as act
 from core.errors import InputError
+from core.memory import activations as act
 
 # Section 4.1 of the paper, bytes per layer per micro-batch in units of s*b*h (16-bit values, 1-byte masks):
 # (name, coefficient, kind): "rep" = held whole on every tensor-parallel rank unless sequence parallel,

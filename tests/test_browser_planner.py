@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from core import planner
 from core.params.planner import PlannerParams
+from core.planner import plan as planner
 from tests.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.config_export import confirmed, flatten_keys
-from core.planner import JSON_KEYS
+from core.planner.exports import confirmed, flatten_keys
+from core.planner.plan import JSON_KEYS
 from core.units import GB
 
 ROOT = Path(__file__).resolve().parents[1]

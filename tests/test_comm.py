@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core import comm
+from core.cost import comm
 from core.errors import InputError
 
 

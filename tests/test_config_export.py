@@ -7,8 +7,10 @@ import shlex
 
 import pytest
 
-from core import presets
-from core.config_export import (
+from core.errors import InputError
+from core.model import presets
+from core.params.pipeline import SCHEDULE_NAMES
+from core.planner.exports import (
     confirmed,
     deepspeed_config,
     deepspeed_export,
@@ -18,9 +20,7 @@ from core.config_export import (
     megatron_args,
     megatron_export,
 )
-from core.errors import InputError
-from core.layout import SCHEDULES, Layout, from_published
-from core.params.pipeline import SCHEDULE_NAMES
+from core.planner.layout import SCHEDULES, Layout, from_published
 
 # Megatron flags that take no value (action='store_true' in megatron/training/arguments.py).
 MEGATRON_SWITCHES = {"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.equivalence import MAX_WORK, demonstrate
 from core.errors import InputError
+from core.memory.equivalence import MAX_WORK, demonstrate
 
 
 @pytest.mark.parametrize("ranks,size,seed", [(4, 1000, 0), (2, 64, 1), (7, 1001, 2), (1, 10, 3), (16, 4096, 4)])

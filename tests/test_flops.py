@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from core import comm, flops, presets
+from core.cost import comm, flops
 from core.errors import InputError
-from core.presets import ModelConfig
+from core.model import counts, presets
+from core.model.config import ModelConfig
 
 
 def gpt(layers, hidden, vocab=51200, seq=2048, heads=None):
@@ -23,22 +24,22 @@ def gpt(layers, hidden, vocab=51200, seq=2048, heads=None):
     ((36, 4096, 51200, 2048), 7.5e9, 0.005),       # ZeRO's 7.5B (shape: Narayanan's 7.5B row)
 ])
 def test_narayanan_formula_reproduces_published_counts(shape, published, tol):
-    assert float(flops.narayanan_params(*shape)) == pytest.approx(published, rel=tol)
+    assert float(counts.narayanan_params(*shape)) == pytest.approx(published, rel=tol)
 
 
 def test_general_count_equals_narayanan_for_gpt_blocks_and_broadcasts():
     L = np.array([24, 96, 128])
     h = np.array([2048, 12288, 25600])
     a = h // 128
-    general = flops.arch_params(L, h, a, a, 4 * h, 51200, 2048)
+    general = counts.arch_params(L, h, a, a, 4 * h, 51200, 2048)
     assert general.shape == (3,)
-    np.testing.assert_allclose(general, flops.narayanan_params(L, h, 51200, 2048) + 2 * h, rtol=1e-15)
+    np.testing.assert_allclose(general, counts.narayanan_params(L, h, 51200, 2048) + 2 * h, rtol=1e-15)
 
 
 @pytest.mark.parametrize("key,nominal", [("llama3-8b", 8e9), ("llama3-70b", 70e9), ("llama3-405b", 405e9)])
 def test_llama_general_count_matches_published(key, nominal):
     m = presets.model(key)
-    count = flops.model_params(m)
+    count = counts.model_params(m)
     assert count == pytest.approx(nominal, rel=0.01)                 # the paper's names: 8B, 70B, 405B
     assert count == pytest.approx(m.params_published, rel=0.005)     # 8.03B, 70.6B, 405.9B
 
@@ -48,11 +49,11 @@ def test_why_narayanan_misses_llama():
     # positions. Llama 3 8B has GQA attention 2.5 h^2 and a SwiGLU MLP 3 x h x 3.5h = 10.5 h^2: 13 h^2 per layer,
     # plus an untied V x h output matrix, so the formula comes out about 13 % low. 70B (12.75 h^2) is 7 % low;
     # 405B (FFN 3.25h: 9.75 + 2.125 = 11.875 h^2) happens to land within 1 %.
-    assert float(flops.layer_matmul_params(4096, 32, 8, 14336, swiglu=True)) == 13 * 4096**2
+    assert float(counts.layer_matmul_params(4096, 32, 8, 14336, swiglu=True)) == 13 * 4096**2
     errors = {}
     for key in ("llama3-8b", "llama3-70b", "llama3-405b"):
         m = presets.model(key)
-        errors[key] = float(flops.narayanan_params(m.layers, m.hidden, m.vocab, m.seq)) / flops.model_params(m) - 1
+        errors[key] = float(counts.narayanan_params(m.layers, m.hidden, m.vocab, m.seq)) / counts.model_params(m) - 1
     assert -0.14 < errors["llama3-8b"] < -0.11
     assert -0.08 < errors["llama3-70b"] < -0.06
     assert 0 < errors["llama3-405b"] < 0.01
@@ -71,12 +72,12 @@ def test_general_flops_equal_narayanan_for_gpt(recompute):
 def test_six_n_form_converges_to_narayanan_for_large_h():
     gaps = []
     for h in (1024, 4096, 16384):
-        P = flops.narayanan_params(24, h, 51200, 2048)
+        P = counts.narayanan_params(24, h, 51200, 2048)
         six_n = flops.six_n_flops(P, 1000 * 2048, 24, h, 2048)
         gaps.append(float(six_n / flops.narayanan_flops(1000, 2048, 24, h, 51200)) - 1)
     assert gaps[0] > gaps[1] > gaps[2] > 0 and gaps[2] < 1e-3
     g3 = presets.model("gpt3-175b")
-    six_n = flops.six_n_flops(flops.model_params(g3), 1536 * 2048, g3.layers, g3.hidden, g3.seq)
+    six_n = flops.six_n_flops(counts.model_params(g3), 1536 * 2048, g3.layers, g3.hidden, g3.seq)
     assert float(six_n) == pytest.approx(float(flops.model_flops(g3, 1536)), rel=5e-4)
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core import fsdp
 from core.errors import InputError
+from core.memory import fsdp
 
 PSI, ND, LAYERS, BLOCK = 7e9, 8, 32, 218e6  # 32 blocks = 6.976e9; the root keeps 24e6 (embeddings, norm)
 SHARDED = 16 * PSI / ND  # 14e9

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from core import fit, memory
 from core.errors import InputError
+from core.memory import fit
+from core.memory import states as memory
 from core.params.memory import MAX_ND
 
 GB = 1e9
@@ -225,7 +226,7 @@ def test_together_flags_the_forgotten_activations():
 
 
 def test_layout_memory_vectorised_equals_its_parts():
-    from core import activations
+    from core.memory import activations
 
     t, p, nd, stage = np.array([1, 8, 8, 4]), np.array([1, 8, 16, 4]), np.array([64, 8, 4, 32]), np.array([0, 1, 3, 2])
     inflight = np.array([1.0, 8.0, 16.0, 4.0])

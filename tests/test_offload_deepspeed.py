@@ -10,10 +10,10 @@ examples in DeepSpeed's docs/code-docs/source/memory.rst (t5-3b cold: 2851e6 par
 import numpy as np
 import pytest
 
-from core import deepspeed_estimate as ds
-from core import offload
 from core.errors import InputError
-from core.memory import model_states
+from core.memory import deepspeed_estimate as ds
+from core.memory import offload
+from core.memory.states import model_states
 
 P, L = 2_851_000_000, 32_000_000  # t5-3b as in DeepSpeed's memory.rst
 

@@ -1,4 +1,4 @@
-"""The Lecture page through AppTest, and the answers core.lecture computes for it.
+"""The Lecture page through AppTest, and the answers core.views.lecture computes for it.
 
 Expected numbers are the course material's (seed 000 practice and quiz, seed 002 active recall, and
 REFERENCES.md): 7/70 = 10 % idle at p = 8, m = 63; ZeRO-3 fits 70B on 80 GB from N_d = 14, ZeRO-2 never;
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import lecture, memory
 from core.errors import InputError
+from core.memory import states as memory
 from core.params.lecture import LECTURE
+from core.views import lecture
 from tests.conftest import ROOT
 
 PAGE = str(ROOT / "pages" / "lecture.py")
@@ -50,7 +51,7 @@ def figure(at, key):
     return spec
 
 
-# --- core.lecture: the answers themselves -------------------------------------------------------------------
+# --- core.views.lecture: the answers themselves -------------------------------------------------------------------
 
 def test_exercise_answers_match_the_course_material():
     a = lecture.microbatches_for_idle(8, 10)

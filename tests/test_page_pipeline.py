@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.pipeline import PipelineParams, simulate
+from core.pipeline.result import PipelineParams, simulate
 from tests.conftest import ROOT
 from tests.test_pipeline_seed import SEED_1F1B_4_8
 

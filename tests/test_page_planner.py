@@ -8,8 +8,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import planner
 from core.params.planner import PlannerParams
+from core.planner import plan as planner
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")

@@ -1,7 +1,7 @@
 """The engine's caches are bounded by operations held, whatever mix of sizes comes through."""
 
-from core.ops_cache import OpsBoundedCache
-from core.pipeline import CACHE_BUDGET_OPS, PipelineParams, _results, _structures, simulate
+from core.pipeline.ops_cache import OpsBoundedCache
+from core.pipeline.result import CACHE_BUDGET_OPS, PipelineParams, _results, _structures, simulate
 
 
 def test_a_hit_returns_the_same_result():

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from core.errors import InputError
-from core.pipeline import PipelineParams, simulate
-from core.trace_export import chrome_trace, pytorch_actions_csv
+from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
 
 ACTION = re.compile(r"^(\d+)([FBIW])(\d+)$")
 

@@ -6,8 +6,8 @@ import pytest
 
 from core.errors import InputError
 from core.params.pipeline import MAX_OPS
-from core.pipeline import PipelineParams, peak_inflight, simulate
-from core.schedules import build
+from core.pipeline.result import PipelineParams, peak_inflight, simulate
+from core.pipeline.schedules import build
 
 
 @pytest.mark.parametrize("kwargs,needle", [

@@ -3,9 +3,9 @@
 import pytest
 
 from core.errors import InputError
-from core.pipeline import PipelineParams, simulate
-from core.schedules import build
-from core.schedules.pipedream import weight_versions
+from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.schedules import build
+from core.pipeline.schedules.pipedream import weight_versions
 
 COSTS = [(1, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 0.5), (3, 2, 1), (1, 2, 0.5), (2, 3, 1)]
 

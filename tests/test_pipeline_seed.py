@@ -2,9 +2,9 @@
 
 import pytest
 
-from core.formulas import gpipe_bubble_share, min_microbatches
-from core.pipeline import PipelineParams, simulate
-from core.render import text_timeline
+from core.pipeline.formulas import gpipe_bubble_share, min_microbatches
+from core.pipeline.render import text_timeline
+from core.pipeline.result import PipelineParams, simulate
 
 SEED_GPIPE_4_4 = """\
   stage 0: 0123.........aabbccdd

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
-from core.schedules import REGISTRY, build
-from core.schedules.ir import Schedule, chain, loop_stage_map, ops
-from core.simulate import Costs, run
+from core.pipeline.schedules import REGISTRY, build
+from core.pipeline.schedules.ir import Schedule, chain, loop_stage_map, ops
+from core.pipeline.simulate import Costs, run
 
 GRID = [(p, m, v) for p, m, v in itertools.product((1, 2, 3, 4, 8), (1, 2, 4, 8, 12, 16), (2, 3))]
 
@@ -87,7 +87,7 @@ def _two_devices(dev0, dev1) -> Schedule:
 
 
 def test_deadlock_is_detected_and_names_the_stuck_ops():
-    from core.schedules.ir import B, F
+    from core.pipeline.schedules.ir import B, F
     # device 0 waits for the gradient before running the forward that produces it
     s = _two_devices(chain(ops(B, [0]), ops(F, [0])), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match=r"deadlock.*device 0 B0 .*waits for device 1 B0"):
@@ -95,7 +95,7 @@ def test_deadlock_is_detected_and_names_the_stuck_ops():
 
 
 def test_malformed_schedules_are_refused():
-    from core.schedules.ir import B, F
+    from core.pipeline.schedules.ir import B, F
     missing = _two_devices(ops(F, [0]), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match="backward .* appears 0x"):
         run(missing, Costs())

@@ -1,4 +1,4 @@
-"""What the Pipeline page shows for one parameter set (core.pipeline_view), checked against the seed and papers."""
+"""What the Pipeline page shows for one parameter set (core.pipeline.view), checked against the seed and papers."""
 
 import json
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from core.errors import InputError
-from core.pipeline import PipelineParams
-from core.pipeline_view import MAX_TEXT_OPS, MAX_TRACE_OPS, actions_csv, cli_command, pipeline_view, trace_json
+from core.pipeline.result import PipelineParams
+from core.pipeline.view import MAX_TEXT_OPS, MAX_TRACE_OPS, actions_csv, cli_command, pipeline_view, trace_json
 from tests.conftest import ROOT
 from tests.test_pipeline_seed import SEED_1F1B_4_8
 

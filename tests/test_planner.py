@@ -6,11 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from core import activations, flops, memory, planner, step_time
-from core.config_export import confirmed, flatten_keys
+from core.cost import flops, step_time
 from core.errors import InputError
+from core.memory import activations
+from core.memory import states as memory
 from core.params.planner import PlannerParams
-from core.pipeline import PipelineParams, simulate
+from core.pipeline.result import PipelineParams, simulate
+from core.planner import plan as planner
+from core.planner.exports import confirmed, flatten_keys
 from core.units import GB
 
 SEVEN_B = PlannerParams(model="zero-7.5b", gpu="v100-32gb", gpus=64, batch=512, fix_t=1, fix_p=1)

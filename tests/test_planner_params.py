@@ -2,11 +2,11 @@
 
 import pytest
 
+from core.cost.step_time import Assumptions
 from core.errors import InputError
 from core.params.memory import ZERO
 from core.params.model import CLUSTER, MODEL
 from core.params.planner import ASSUMPTIONS, PLAN, SEARCH, WHY, PlannerParams
-from core.step_time import Assumptions
 
 # The same quantity under the planner's key (core.params.model) and the ZeRO page's key (core.params.memory).
 SHARED = {"gpu_mem": "gpu_mem", "gpn": "gpus_per_node", "inter_bw": "bw", "gpus": "gpus"}

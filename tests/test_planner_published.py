@@ -8,9 +8,9 @@ switches) and with its published switches pinned, so that only t x p x d is sear
 
 import pytest
 
-from core import planner
-from core.layout import from_published
 from core.params.planner import PlannerParams
+from core.planner import plan as planner
+from core.planner.layout import from_published
 from core.units import GB
 
 BLOOM = dict(model="bloom-176b", gpu="a100-80gb", gpus=384, batch=2048)

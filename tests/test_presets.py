@@ -4,12 +4,12 @@ import math
 
 import pytest
 
-from core import presets
 from core.errors import InputError
-from core.flops import model_params
+from core.model import presets
+from core.model.config import GpuSpec, ModelConfig
+from core.model.counts import model_params
 from core.params import parse_lenient
 from core.params.model import CLUSTER, MODEL, preset_choices
-from core.presets import GpuSpec, ModelConfig
 
 MODELS = ("gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "bloom-176b", "mtnlg-530b", "megatron-1t",
           "zero-7.5b")

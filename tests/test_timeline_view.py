@@ -1,12 +1,12 @@
-"""Bounded drawing data (core.timeline_view): bars and binned shares reproduce the seed's timelines exactly."""
+"""Bounded drawing data (core.pipeline.timeline_view): bars and binned shares reproduce the seed's timelines exactly."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from core.pipeline import PipelineParams, simulate
-from core.timeline_view import FB, KIND_LABELS, TimelineView, cursor_time, op_name, step_cursor, timeline_view
+from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.timeline_view import FB, KIND_LABELS, TimelineView, cursor_time, op_name, step_cursor, timeline_view
 from tests.test_pipeline_seed import SEED_1F1B_4_8, SEED_GPIPE_4_8
 
 

@@ -2,12 +2,12 @@
 
 Convention (each page adds its wrappers here, or in a `ui/cache_<page>.py` of its own if it prefers):
 
-    from core.simulate import simulate
+    from core.pipeline.simulate import simulate
     from ui.cache import cached
 
     @cached(max_entries=64)
     def simulated(params: PipelineParams) -> Timeline:
-        '''Cached core.simulate for the Pipeline page.'''
+        '''Cached core.pipeline.simulate for the Pipeline page.'''
         return simulate(params)
 
 Rules:

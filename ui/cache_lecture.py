@@ -1,4 +1,4 @@
-"""Cached core calls of the Lecture page: one wrapper per question (core.lecture does the work).
+"""Cached core calls of the Lecture page: one wrapper per question (core.views.lecture does the work).
 
 Arguments are the question's plain numbers (what the sliders return), so each question caches on its own
 and moving one slider recomputes one answer. Results are small frozen dataclasses (a few short arrays).
@@ -6,7 +6,7 @@ and moving one slider recomputes one answer. Results are small frozen dataclasse
 
 from __future__ import annotations
 
-from core import lecture
+from core.views import lecture
 from ui.cache import cached
 
 

@@ -2,14 +2,14 @@
 
 What is cached is the bounded PipelineView (a few hundred KB at most), never the timeline: the
 largest timeline has a million ops, and st.cache_data would pickle and copy it on every hit.
-core.pipeline keeps its own small cache of full results, which the on-demand exports reuse.
+core.pipeline.result keeps its own small cache of full results, which the on-demand exports reuse.
 """
 
 from __future__ import annotations
 
-from core.pipeline import PipelineParams
-from core.pipeline_view import PipelineView, actions_csv, pipeline_view, trace_json
-from core.timeline_view import BINS, MAX_BARS
+from core.pipeline.result import PipelineParams
+from core.pipeline.timeline_view import BINS, MAX_BARS
+from core.pipeline.view import PipelineView, actions_csv, pipeline_view, trace_json
 from ui.cache import cached
 
 MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded
@@ -24,12 +24,12 @@ def budget(views: int) -> tuple[int, int]:
 
 @cached(max_entries=48, max_size="300MB")
 def view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = BINS) -> PipelineView:
-    """Cached core.pipeline_view.pipeline_view (raises InputError: st.cache_data does not cache it)."""
+    """Cached core.pipeline.view.pipeline_view (raises InputError: st.cache_data does not cache it)."""
     return pipeline_view(params, max_bars, bins)
 
 
 def csv_file(params: PipelineParams) -> str:
-    """Made when the download button is clicked (not cached: core.pipeline caches the simulation)."""
+    """Made when the download button is clicked (not cached: core.pipeline.result caches the simulation)."""
     return actions_csv(params)
 
 

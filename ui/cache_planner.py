@@ -7,7 +7,7 @@ is not cached through st.cache_data: the CSV download rebuilds it on click (`can
 download button in its own thread), where the planner's simulation cache makes the re-plan cheap.
 
 Links to the Pipeline and ZeRO pages are built here from a candidate's settings, in those pages' URL keys
-(core.params.pipeline.PIPELINE; core.params.memory.ZERO plus the ZeRO page's own keys in ui.cache_zero), so
+(core.params.pipeline.PIPELINE; core.params.memory.ZERO plus the ZeRO page's own keys in core.params.zero_page), so
 they are checked against the target page's specs.
 """
 
@@ -18,14 +18,14 @@ from typing import Any
 
 import pandas as pd
 
-from core import planner
-from core.config_export import Export, export_all
 from core.errors import InputError
+from core.params import zero_page
 from core.params.memory import ZERO
 from core.params.pipeline import PIPELINE
 from core.params.planner import PlannerParams
-from core.recommend import Recommendation, recommend
-from ui import cache_zero
+from core.planner import plan as planner
+from core.planner.exports import Export, export_all
+from core.planner.recommend import Recommendation, recommend
 from ui.cache import cached
 from ui.links import page_link_with_params
 
@@ -36,7 +36,7 @@ KEEP = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_s
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", "tp_exposed_s", "dp_exposed_s",
         "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings")
-ZERO_PAGE_SPECS = {**ZERO, **cache_zero.PAGE, **cache_zero.CUSTOM, **cache_zero.ACT}
+ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
 
 @cached(max_entries=16)
 def plan_view(q: PlannerParams) -> PlanView:
-    """core.planner.plan and core.recommend.recommend for one parameter set, trimmed for the page."""
+    """core.planner.plan.plan and core.planner.recommend.recommend for one parameter set, trimmed for the page."""
     result = planner.plan(q)
     frame = result.frame[list(KEEP)]
     rec = recommend(result)

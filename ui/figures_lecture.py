@@ -1,11 +1,11 @@
 """Small live figures for the Lecture page's exercises (plotly, no formulas: every value comes from
-core.lecture). The memory-versus-N_d figure is the ZeRO page's own (ui.figures_zero.memory_vs_nd)."""
+core.views.lecture). The memory-versus-N_d figure is the ZeRO page's own (ui.figures_zero.memory_vs_nd)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.lecture import ConventionAnswer, FitAnswer, MicrobatchAnswer, OneFOneBAnswer
+from core.views.lecture import ConventionAnswer, FitAnswer, MicrobatchAnswer, OneFOneBAnswer
 from ui.figures_zero import memory_vs_nd, style
 
 SCHEDULE_COLORS = {"gpipe": "#0072B2", "1f1b": "#D55E00"}

@@ -1,4 +1,4 @@
-"""Plotly figures of the Pipeline page, drawn from core.timeline_view's bounded views (no formulas here).
+"""Plotly figures of the Pipeline page, drawn from core.pipeline.timeline_view's bounded views (no formulas here).
 
 - gantt(): one lane per device, time on a numeric axis. A bar view draws every op (colour = kind,
   lighter on odd chunks, micro-batch number on the bar when it fits, op details on hover, idle in
@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.timeline_view import FB, KIND_LABELS, KIND_TITLES, NUM_KINDS, Bars, Heat, TimelineView
+from core.pipeline.timeline_view import FB, KIND_LABELS, KIND_TITLES, NUM_KINDS, Bars, Heat, TimelineView
 
 COLORS = ("#4c78a8", "#f58518", "#e45756", "#54a24b", "#72b7b2", "#9d5fb0")  # F B I W R F&B (colour-blind safe)
 IDLE = "rgba(128, 128, 128, 0.20)"

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.memory import STAGE_KEYS, STAGE_LABELS
+from core.memory.states import STAGE_KEYS, STAGE_LABELS
 from ui.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
@@ -127,7 +127,7 @@ def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: i
 
 
 def fsdp_bars(frame: pd.DataFrame, unit: str, usable: float) -> go.Figure:
-    """Peak bytes per GPU of each FSDP wrap policy, by term (core.fsdp.wrap_comparison)."""
+    """Peak bytes per GPU of each FSDP wrap policy, by term (core.memory.fsdp.wrap_comparison)."""
     terms = (("sharded states [bytes]", "sharded states", COLORS["optimizer"]),
              ("root params [bytes]", "root unit, gathered", COLORS["params"]),
              ("gathered params [bytes]", "gathered unit(s)", COLORS["working"]),
@@ -180,7 +180,7 @@ def in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
 
 
 def modes_table(modes: dict[str, float], unit: str) -> pd.DataFrame:
-    """Per-layer activation bytes of every Korthikanti mode (core.activations.report's "modes")."""
+    """Per-layer activation bytes of every Korthikanti mode (core.memory.activations.report's "modes")."""
     return in_unit(pd.DataFrame([{"mode": k, "per layer [bytes]": x} for k, x in modes.items()]), unit)
 
 

@@ -5,7 +5,7 @@
   COMPARE spec first (as ui.url_state does for single values), so a bad item is left out with a
   plain-text notice and the URL is repaired once.
 - cursor_input(): the time-cursor slider (`cursor`, % of the makespan) with step buttons that move it
-  to the previous / next moment something starts or ends (core.timeline_view.step_cursor).
+  to the previous / next moment something starts or ends (core.pipeline.timeline_view.step_cursor).
 - share_link(): the page's URL with every input, the repeated `compare` key included.
 """
 
@@ -21,7 +21,7 @@ from streamlit.errors import StreamlitAPIException
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import COMPARE, VIEW
-from core.timeline_view import TimelineView, step_cursor
+from core.pipeline.timeline_view import TimelineView, step_cursor
 from ui.links import share_url
 from ui.widgets import help_of, label_of, show_notices, spec_input
 

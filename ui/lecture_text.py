@@ -1,13 +1,13 @@
 """The Lecture page's words: each question with its numbers filled in, and each worked answer written
-around the numbers core.lecture computed. Only formatting happens here (percentages, GB via core.units);
+around the numbers core.views.lecture computed. Only formatting happens here (percentages, GB via core.units);
 every number comes in from core. Kept apart from the page so pages/lecture.py stays a thin layout.
 """
 
 from __future__ import annotations
 
-from core import lecture
 from core.params.memory import MAX_ND
 from core.units import fmt_bytes
+from core.views import lecture
 
 # --- practice exercises -----------------------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ PAGES: tuple[PageEntry, ...] = (
 
 
 def available_pages() -> list[PageEntry]:
-    """The registered pages whose file exists (pages land one by one)."""
+    """The registered pages whose file exists (a missing file would make st.Page fail at start-up)."""
     return [p for p in PAGES if (ROOT / p.file).exists()]
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from core import activations, fit, memory
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
+from core.memory import activations, fit
+from core.memory import states as memory
 from core.params.memory import ACTIVATIONS
 from core.units import GB, GIB
 
@@ -33,7 +34,7 @@ def inflight_from(values: dict, schedule_given: bool) -> tuple[float, str]:
         return float(values["inflight"]), "given"
     if schedule_given:
         try:
-            from core.pipeline import peak_inflight
+            from core.pipeline.result import peak_inflight
         except ImportError:
             raise InputError("schedule: the pipeline simulator (core.pipeline.peak_inflight) is not available; "
                              "pass --inflight instead") from None

@@ -6,7 +6,7 @@ import argparse
 
 from core.cli import spec_args
 from core.cli.text import print_json
-from core.equivalence import demonstrate
+from core.memory.equivalence import demonstrate
 from core.params.memory import EQUIVALENCE
 
 

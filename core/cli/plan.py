@@ -16,11 +16,12 @@ import sys
 
 import pandas as pd
 
-from core import planner, recommend
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
 from core.params.planner import ASSUMPTIONS, PLAN, PlannerParams
+from core.planner import plan as planner
+from core.planner import recommend
 from core.units import GB
 
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "zero": "zero", "schedule": "schedule", "v": "v",

@@ -9,9 +9,9 @@ from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
-from core.pipeline import PipelineParams, simulate
-from core.render import text_timeline
-from core.trace_export import chrome_trace, pytorch_actions_csv
+from core.pipeline.render import text_timeline
+from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
 
 _SHORT = {"p": ("-p",), "m": ("-m",), "v": ("-v",)}
 

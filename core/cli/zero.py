@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from core import memory, zero_report
 from core.cli import spec_args
 from core.cli.text import print_json, render
+from core.memory import states as memory
 from core.params.memory import ZERO, ZeroParams
 from core.units import GB, GIB
+from core.views import zero as zero_report
 
 SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p")}
 

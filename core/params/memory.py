@@ -1,6 +1,6 @@
 """Inputs of the memory and communication models (ZeRO page, `python -m core zero|activations|equivalence`).
 
-The caps double as the guard rails of the core functions themselves (core.memory and friends import
+The caps double as the guard rails of the core functions themselves (core.memory's modules import
 the MAX_* constants), so a planner that passes arrays meets the same limits as a user typing in the URL.
 They are generous (a 100-trillion-parameter model, a million-way data parallelism) but finite: beyond them
 the numbers stop meaning anything and float64 byte counts lose integer precision.

@@ -1,7 +1,7 @@
 """Inputs that describe a custom model, a custom cluster and a training run (planner page, `python -m core plan`).
 
 The bounds are generous on purpose (a 1,024-layer, 131,072-wide model on 65,536 GPUs is allowed) but finite,
-so every value that reaches core is a real number of sane size. `core.presets` validates its data files and
+so every value that reaches core is a real number of sane size. `core.model` validates its data files and
 every custom ModelConfig / GpuSpec against these same specs: the ranges live here and nowhere else.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from core.params import Spec, table
+from core.params import Spec, catalog, table
 
 MLP_KINDS = ("gelu", "swiglu")
 
@@ -59,12 +59,10 @@ CLUSTER = table(
 
 @lru_cache(maxsize=1)
 def preset_choices() -> dict[str, Spec]:
-    """The planner's `model` and `gpu` URL keys: a preset name or `custom` (built lazily: presets read files)."""
-    from core import presets  # local import: presets validates against the tables above
-
+    """The planner's `model` and `gpu` URL keys: a preset name or `custom` (built lazily: the catalog reads files)."""
     return table(
-        Spec("model", "choice", "gpt3-175b", choices=(*presets.model_keys(), "custom"), label="Model",
+        Spec("model", "choice", "gpt3-175b", choices=(*catalog.model_keys(), "custom"), label="Model",
              help="A published model, or custom to enter the architecture."),
-        Spec("gpu", "choice", "h100-80gb", choices=(*presets.gpu_keys(), "custom"), label="GPU",
+        Spec("gpu", "choice", "h100-80gb", choices=(*catalog.gpu_keys(), "custom"), label="GPU",
              help="A datasheet GPU, or custom to enter memory, FLOP/s and bandwidths."),
     )

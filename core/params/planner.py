@@ -21,7 +21,7 @@ from core.params.memory import RECOMPUTE_MODES, ZERO
 from core.params.model import CLUSTER, MODEL, preset_choices
 from core.params.pipeline import PIPELINE
 
-SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # core.layout.SCHEDULES
+SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # as core.planner.layout
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # "all": Megatron's two and the cheapest zero-bubble one
 MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: larger p is not enumerated
 MAX_MB_SIZES = 8

@@ -1,0 +1,141 @@
+"""Training FLOPs, step compute time, MFU, and the tensor-parallel comm/compute ratio.
+
+Every function broadcasts over numpy arrays (the planner scores thousands of layouts in one call); a model
+argument is a core.model.config.ModelConfig. Sources: Narayanan et al. 2021 (arXiv:2104.04473, its FLOPs appendix)
+for the parameter and FLOPs formulas, Shoeybi et al. 2019 for Megatron tensor parallelism, Korthikanti et
+al. 2022 (arXiv:2205.05198) for sequence parallelism and selective recompute.
+
+Conventions
+- FLOPs count a multiply-add as 2. Training = forward + backward = 3 x forward (backward costs 2 x forward).
+- Attention scores count the full s x s matrix (no causal halving), as Narayanan et al. and PaLM do.
+- Model FLOPs exclude recomputation (MFU, PaLM's convention); hardware FLOPs include it (HFU; what
+  Narayanan et al. report as "achieved teraFLOP/s per GPU").
+- Recompute "full" re-runs each transformer layer's forward (not the logit layer); "selective" re-runs only
+  the attention core (Q K^T and softmax x V; Korthikanti et al.), whose matmuls are the 4 s h FLOPs per token
+  and layer counted below. Softmax/dropout element-wise work is not counted as FLOPs, so selective recompute
+  costs more time than its small FLOP surcharge (about 1 % for GPT-3) suggests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.cost import comm
+from core.errors import InputError
+from core.model.counts import layer_matmul_params
+from core.params.model import ACHIEVABLE_FRACTION
+
+if TYPE_CHECKING:
+    from core.model.config import ModelConfig
+
+RECOMPUTE = ("none", "selective", "full")
+MFU_LABEL = "MFU = model FLOPs (no recompute) / (step time x GPUs x dense peak)"
+HFU_LABEL = "HFU = hardware FLOPs (with recompute) / (step time x GPUs x dense peak)"
+
+
+# -------------------------------------------------------------------------------------------------- FLOPs
+
+def _recompute_masks(recompute):
+    r = np.asarray(recompute)
+    full, selective = r == "full", r == "selective"
+    if not np.all(full | selective | (r == "none")):
+        raise InputError(f"recompute: choose one of {', '.join(RECOMPUTE)}")
+    return full, selective
+
+
+def narayanan_flops(batch, seq, layers, hidden, vocab, recompute="none"):
+    """Narayanan et al. per-iteration FLOPs for batch B sequences of a GPT model.
+
+    none: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)); full: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)).
+    (Selective recompute has no formula in that paper; use training_flops.)
+    """
+    B, s, L, h, V = (np.asarray(x, dtype=float) for x in (batch, seq, layers, hidden, vocab))
+    full, selective = _recompute_masks(recompute)
+    if np.any(selective):
+        raise InputError("narayanan_flops covers recompute 'none' and 'full' only; use training_flops")
+    plain = 72 * B * s * L * h**2 * (1 + s / (6 * h) + V / (12 * L * h))
+    recomputed = 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+    return np.where(full, recomputed, plain)
+
+
+def six_n_flops(params, tokens, layers, hidden, seq):
+    """The '6 N per token plus attention' form: 6 N T + 12 L h s T (T tokens per step, N parameters)."""
+    N, T, L, h, s = (np.asarray(x, dtype=float) for x in (params, tokens, layers, hidden, seq))
+    return 6 * N * T + 12 * L * h * s * T
+
+
+def layer_flops(model: ModelConfig, micro_batch, recompute="none"):
+    """One transformer layer, one micro-batch, forward + backward (+ recompute): FLOPs over the whole TP group."""
+    full, selective = _recompute_masks(recompute)
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq
+    matmul = 2 * layer_matmul_params(model.hidden, model.heads, model.kv_heads, model.ffn, model.swiglu)
+    attention = 4.0 * model.seq * model.hidden                   # Q K^T and softmax x V, per token
+    forward = matmul + attention
+    extra = np.where(full, forward, np.where(selective, attention, 0.0))
+    return tokens * (3 * forward + extra)
+
+
+def training_flops(model: ModelConfig, sequences, recompute="none"):
+    """FLOPs of one optimizer step over `sequences` samples: all layers plus the logit layer.
+
+    recompute "none" gives model FLOPs; the other settings give hardware FLOPs. For a GPT block this equals
+    narayanan_flops exactly (the logit layer, 2 V h per token forward, is never recomputed).
+    """
+    tokens = np.asarray(sequences, dtype=float) * model.seq
+    logits = 3 * 2.0 * model.vocab * model.hidden * tokens
+    return model.layers * layer_flops(model, sequences, recompute) + logits
+
+
+def model_flops(model: ModelConfig, sequences):
+    """Model FLOPs of a step (no recompute): the numerator of MFU."""
+    return training_flops(model, sequences, "none")
+
+
+def utilization(flops, step_time, n_gpus, peak_flops):
+    """flops / (step_time x GPUs x peak). Model FLOPs give MFU; hardware FLOPs (with recompute) give HFU."""
+    flops, t, g, peak = (np.asarray(x, dtype=float) for x in (flops, step_time, n_gpus, peak_flops))
+    return flops / (t * g * peak)
+
+
+def compute_time(flops, n_gpus, peak_flops, efficiency=ACHIEVABLE_FRACTION):
+    """Seconds of pure compute when `flops` (hardware FLOPs) are spread evenly over the GPUs.
+
+    efficiency is the named assumption 'achievable fraction of peak' (see core.params.model.ACHIEVABLE_FRACTION);
+    bubble and exposed communication are added by the planner, not here.
+    """
+    flops, g, peak, eff = (np.asarray(x, dtype=float) for x in (flops, n_gpus, peak_flops, efficiency))
+    if np.any(eff <= 0) or np.any(eff > 1):
+        raise InputError("efficiency must be in (0, 1]")
+    return flops / (g * peak * eff)
+
+
+def tokens_per_second(sequences, seq, step_time):
+    return np.asarray(sequences, dtype=float) * np.asarray(seq, dtype=float) / np.asarray(step_time, dtype=float)
+
+
+# -------------------------------------------------------------------------------- tensor-parallel ratio
+
+def tp_comm_compute_ratio(model: ModelConfig, micro_batch, t, bandwidth, flops_rate, recompute="none"):
+    """One layer, one micro-batch: (TP bytes a rank sends / link bandwidth) / (its share of the layer's FLOPs / rate).
+
+    The traffic is core.cost.comm.tp_layer_bytes (Megatron: 2 all-reduces of b s h in forward and 2 in backward, ring
+    factor 2(t-1)/t, 2 more with full recompute; sequence parallelism moves the same volume as reduce-scatter +
+    all-gather). Without recompute, for a GPT block this is 2 (t-1) rate / (9 h (1 + s/6h) bandwidth): it grows
+    with t, falls with h, and does not depend on the micro-batch.
+    """
+    sent = comm.tp_layer_bytes(model.seq, micro_batch, model.hidden, t, recompute)
+    work = layer_flops(model, micro_batch, recompute) / np.asarray(t, dtype=float)
+    return comm_compute_ratio(sent, bandwidth, work, flops_rate)
+
+
+def comm_compute_ratio(comm_bytes_per_rank, bandwidth, flops_per_rank, flops_rate):
+    """(bytes / bandwidth) / (FLOPs / FLOP rate): above 1 the link, not the maths, sets the pace if not overlapped."""
+    c, bw, f, r = (np.asarray(x, dtype=float) for x in (comm_bytes_per_rank, bandwidth, flops_per_rank, flops_rate))
+    return (c / bw) / (f / r)
+
+
+def tp_crosses_node(t, gpus_per_node):
+    """True where a TP group (placed on consecutive ranks) spans servers, i.e. uses the slow network."""
+    return np.asarray(t) > np.asarray(gpus_per_node)

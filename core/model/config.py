@@ -1,0 +1,201 @@
+"""The model and GPU descriptions every other part of core reads, validated on construction.
+
+Presets (assets/*.json) and custom inputs go through the same frozen dataclasses and the same Spec bounds
+(core.params.model), so nothing downstream ever sees a model with zero heads or a GPU with negative memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.errors import InputError
+from core.model.counts import model_params
+from core.params.model import CLUSTER, MODEL
+
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rope", "alibi")
+MAX_PARAMS = MODEL["params"].hi  # a model bigger than the largest accepted parameter count is nonsense here
+
+
+def _checked(obj: Any, specs: Mapping, mapping: Mapping[str, str]) -> None:
+    """Parse each mapped field with its Spec and store the typed value back (frozen-safe)."""
+    for field_name, key in mapping.items():
+        value = getattr(obj, field_name)
+        if isinstance(value, bool) and specs[key].kind in ("int", "float"):
+            raise InputError(f"{key}: expected a number, got {value!r}")
+        object.__setattr__(obj, field_name, specs[key].parse(value))
+
+
+def _choice(name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
+
+
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InputError(f"{name}: expected true or false, got {value!r}")
+
+
+def _text(name: str, value: Any, limit: int = 2000) -> None:
+    if not isinstance(value, str) or len(value) > limit:
+        raise InputError(f"{name}: expected text of at most {limit} characters")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A published speed measurement of a layout (kept to check the FLOPs formulas against)."""
+
+    gpus: int
+    tflops_per_gpu: float
+    source: str
+    iteration_s: float | None = None
+    mfu: float | None = None
+    pct_peak: float | None = None
+
+
+@dataclass(frozen=True)
+class PublishedLayout:
+    """How a model was actually trained: degrees, batch, and which fields are this project's assumptions."""
+
+    t: int
+    p: int
+    d: int
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    global_batch: int
+    micro_batch: int
+    schedule: str
+    v: int
+    zero_stage: int
+    sequence_parallel: bool
+    recompute: str
+    precision: str
+    source: str
+    cp: int = 1
+    assumed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    throughput: tuple[Throughput, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("t", "p", "d", "cp", "gpus", "gpus_per_node", "global_batch", "micro_batch", "v"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"layout {name}: expected a positive whole number, got {value!r}")
+        if self.t * self.p * self.d * self.cp != self.gpus:
+            raise InputError(f"layout: t x p x d x cp = {self.t * self.p * self.d * self.cp}, not gpus = {self.gpus}")
+        unknown = set(self.assumed) - {f.name for f in fields(self)}
+        if unknown:
+            raise InputError(f"layout assumed: unknown field(s) {', '.join(sorted(unknown))}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only transformer, enough to count parameters, FLOPs, activations and TP traffic.
+
+    mlp gelu = GPT MLP (two h x ffn matrices); swiglu = gated MLP (three). kv_heads < heads = grouped-query
+    attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq: int
+    mlp: str = "gelu"
+    tied: bool = True
+    norm: str = "layernorm"
+    bias: bool = True
+    position: str = "learned"
+    embed_norm: bool = False
+    params_published: float | None = None
+    key: str = "custom"
+    source: str = ""
+    derived: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    layout: PublishedLayout | None = None
+
+    def __post_init__(self) -> None:
+        _text("name", self.name, 80)
+        if not self.name.strip():
+            raise InputError("name: must not be empty")
+        _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq")})
+        _choice("mlp", self.mlp, MODEL["mlp"].choices)
+        _choice("norm", self.norm, NORMS)
+        _choice("position", self.position, POSITIONS)
+        for name in ("tied", "bias", "embed_norm"):
+            _flag(name, getattr(self, name))
+        if self.hidden % self.heads:
+            raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads}")
+        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+            raise InputError(f"heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
+        if self.params_published is not None:
+            value = MODEL["params"].parse(self.params_published)
+            if value <= 0:
+                raise InputError("params: a given parameter count must be positive (0 means derive it)")
+            object.__setattr__(self, "params_published", value)
+        count = model_params(self)
+        if count > MAX_PARAMS:
+            raise InputError(f"this architecture has {count:.3g} parameters; at most {MAX_PARAMS:.0e} are accepted")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def swiglu(self) -> bool:
+        return self.mlp == "swiglu"
+
+    @property
+    def params(self) -> float:
+        """The count other modules should use: the published one if given, else the architecture's."""
+        return float(self.params_published) if self.params_published is not None else model_params(self)
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU type and its server. Bandwidths are per GPU and per direction (ring formulas need that)."""
+
+    name: str
+    mem_gb: float
+    tflops: float
+    gpus_per_node: int
+    intra_gbs: float
+    inter_gbs: float
+    bf16: bool = True
+    key: str = "custom"
+    mem_label: str = ""
+    tflops_sparse: float | None = None
+    intra_bidir_gbs: float | None = None
+    inter_gbits: float | None = None
+    source: str = ""
+    derived: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _text("name", self.name, 80)
+        _checked(self, CLUSTER, {"mem_gb": "gpu_mem", "tflops": "gpu_tflops", "gpus_per_node": "gpn",
+                                 "intra_gbs": "intra_bw", "inter_gbs": "inter_bw"})
+        _flag("bf16", self.bf16)
+
+    @property
+    def mem_bytes(self) -> float:
+        return self.mem_gb * 1e9
+
+    @property
+    def peak_flops(self) -> float:
+        """Dense 16-bit peak in FLOP/s."""
+        return self.tflops * 1e12
+
+    @property
+    def intra_bytes_per_s(self) -> float:
+        return self.intra_gbs * 1e9
+
+    @property
+    def inter_bytes_per_s(self) -> float:
+        return self.inter_gbs * 1e9

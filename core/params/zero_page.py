@@ -1,0 +1,62 @@
+"""Inputs of the ZeRO page beyond core.params.memory's tables: the preset pickers, the display switches, the
+custom model's shape, the activation inputs, FSDP wrapping and the sharded-Adam demonstration.
+
+Two adjustments are derived from the core specs rather than written anew: a custom model starts from the ZeRO
+paper's 7.5B model (assets/models.json), so switching the preset to "custom" keeps the numbers on screen
+consistent; and the equivalence demo's ranges are narrowed so one run stays well under a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.params import Spec, catalog, table
+from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP
+
+PAPER_MODEL_KEY = "zero-7.5b"
+TABS = ("Table 1 and communication", "Activations", "DeepSpeed", "FSDP wrapping", "Equivalence")
+UNITS = ("GB", "GiB")
+
+
+def _paper_model() -> dict:
+    return next(e for e in catalog.entries("models.json", "models") if e["key"] == PAPER_MODEL_KEY)
+
+
+PAGE = table(
+    Spec("model", "choice", "custom", choices=(*catalog.model_keys(), "custom"), label="Model",
+         help="A published model sets Psi and the shape used for activations and FSDP units; custom lets you "
+              "type them (it starts from the ZeRO paper's 7.5B model)."),
+    Spec("gpu", "choice", "custom", choices=(*catalog.gpu_keys(), "custom"), label="GPU",
+         help="A datasheet GPU sets the memory, GPUs per node and the per-GPU network bandwidth; custom lets "
+              "you type them."),
+    Spec("act", "bool", False, label="Add activations",
+         help="Add the peak activations of the most loaded pipeline stage (Korthikanti et al. 2022), with the "
+              "micro-batches in flight measured by the pipeline simulator."),
+    Spec("unit", "choice", "GB", choices=UNITS, label="Unit",
+         help="GB = 1e9 bytes (papers, vendors); GiB = 2^30 bytes (what DeepSpeed and nvidia-smi print)."),
+    Spec("tab", "choice", TABS[0], choices=TABS, label="Section", help="The detail section on screen."),
+)
+
+
+def _paper_default(spec: Spec, key: str) -> Spec:
+    return replace(spec, default=spec.parse(_paper_model()[key]))
+
+
+# The custom model's shape, starting at the ZeRO paper's 7.5B model.
+CUSTOM = table(
+    _paper_default(ACTIVATIONS["hidden"], "hidden"),
+    _paper_default(ACTIVATIONS["heads"], "heads"),
+    _paper_default(ACTIVATIONS["layers"], "layers"),
+    _paper_default(ACTIVATIONS["seq"], "seq"),
+    _paper_default(ACTIVATIONS["vocab"], "vocab"),
+    FSDP["block_params"],
+)
+ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v")))
+WRAP = table(FSDP["min_params"], FSDP["prefetch"])
+DEMO = table(
+    replace(EQUIVALENCE["ranks"], hi=16),
+    replace(EQUIVALENCE["steps"], hi=100),
+    replace(EQUIVALENCE["size"], hi=1000),
+    EQUIVALENCE["seed"],
+    EQUIVALENCE["clip"],
+)

@@ -1,0 +1,237 @@
+"""Timing engine: a Schedule plus costs in, every operation's start and end out.
+
+The engine knows nothing of GPipe or 1F1B. It only respects each device's order and the data
+dependencies: F of stage s needs F of stage s-1; a backward (B, I, or the recompute R that precedes
+it) of stage s needs the backward of stage s+1, or the F of the last stage itself; W needs its I.
+An op starts when its device is free and its input has arrived (plus t_comm if it crossed devices).
+No closed-form bubble formula is used here: the bubble is measured.
+
+How it stays fast (O(number of ops), vectorised over devices):
+- Dependencies inside a device are implied by the device's order, so only cross-device edges matter.
+  A "run" is a maximal stretch of a device's ops in which only the first op waits for another
+  device; the rest follow back to back. Only run leaders are scheduled; the other ops get their
+  times afterwards from cumulative sums.
+- Leaders are processed in rounds: each round, every device looks at its next leader; those whose
+  input is ready all start at once (numpy over devices). A not-yet-computed time is NaN, and NaN
+  flows through max/+ untouched, so "not ready" needs no branches. A round in which no device can
+  move while work remains is a deadlock, reported with the stuck operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import InputError
+from core.pipeline.schedules.ir import KIND_GROUP, F, I, R, Schedule, W
+from core.pipeline.timeline import Timeline
+
+_ROUNDS_PER_CHECK = 16  # rounds between progress checks (extra rounds after the end are no-ops)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Per micro-batch costs of one device's share of the model (a chunk costs 1/v of it).
+
+    t_b is the input-gradient backward and t_w the weight-gradient part; a schedule that does not
+    split the backward runs one B of t_b + t_w. Stage factors multiply every op of a global stage.
+    """
+
+    tf: float = 1.0
+    tb: float = 2.0
+    tw: float = 0.0
+    tcomm: float = 0.0
+    stage_factors: tuple[float, ...] = ()
+
+    def kind_durations(self, v: int) -> np.ndarray:
+        """Duration of F, B, I, W, R for one chunk."""
+        return np.array([self.tf, self.tb + self.tw, self.tb, self.tw, self.tf], dtype=float) / v
+
+    def factors(self, num_stages: int) -> np.ndarray:
+        f = np.ones(num_stages)
+        given = np.asarray(self.stage_factors[:num_stages], dtype=float)
+        f[: given.size] = given
+        return f
+
+
+@dataclass(frozen=True, eq=False)
+class Compiled:
+    """Everything that depends on the schedule but not on costs: flat ops, inputs, runs, slots."""
+
+    p: int
+    device: np.ndarray
+    kind: np.ndarray
+    micro: np.ndarray
+    chunk: np.ndarray
+    stage: np.ndarray
+    dep: np.ndarray  # the cross-device op each op waits for, -1 if none
+    fused: np.ndarray  # F ops that run overlapped with the next op (the pair takes both times)
+    leader: np.ndarray  # run id of every op
+    lead_idx: np.ndarray  # first op of every run
+    slot: np.ndarray  # slot of every run (device-major, one stop slot after each device's runs)
+    dep_slot: np.ndarray  # per slot: the slot whose run holds its input (READY / NEVER when none)
+    dep_op: np.ndarray  # per run: the op it waits for, -1 if none
+    seg: np.ndarray  # first op of each device
+    cost_class: np.ndarray  # kind * stages + stage: an op's duration is table[cost_class]
+    waiting_slot: np.ndarray  # slots of the runs that wait for an input ...
+    input_op: np.ndarray  # ... the op each of them waits for ...
+    input_run: np.ndarray  # ... and that op's run
+    op_slot: np.ndarray  # slot of every op's run
+
+    @property
+    def num_slots(self) -> int:
+        return self.dep_slot.size
+
+
+def compile_schedule(s: Schedule) -> Compiled:
+    """Check the schedule is well formed and resolve every dependency to an op index."""
+    if min(len(d) for d in s.devices) == 0:
+        raise InputError("malformed schedule: every device needs at least one operation")
+    device, kind, micro, chunk, fused = s.flat()
+    n = kind.size
+    S = s.num_stages
+    if kind.min() < 0 or kind.max() > R or chunk.min() < 0 or chunk.max() >= s.v or micro.min() < 0:
+        raise InputError("malformed schedule: unknown op kind, chunk or negative micro-batch")
+    if s.v == 1 and np.array_equal(s.stage_map.ravel(), np.arange(s.p)):
+        stage = device  # one stage per device, in order
+    else:
+        stage = s.stage_map.ravel()[device * s.v + chunk]
+    M = int(micro.max()) + 1
+    group = KIND_GROUP[kind]
+    key = (group * S + stage) * M + micro  # (group, stage, micro-batch) -> one integer
+    index = np.empty(4 * S * M + 1, dtype=np.int64)  # last entry: -1, the "no input" sentinel
+    position = np.arange(n)
+    index[key] = position
+    index[-1] = -1
+    per_group = np.bincount(group, minlength=4)
+    if per_group[0] != S * M or per_group[1] != S * M or not np.array_equal(index[key], position):
+        _explain_bad_counts(key, S, M)  # a duplicate overwrote an earlier op's index, or an op is missing
+
+    # Where an op's input sits relative to its own key, by (kind, is it on the last stage).
+    last = stage == S - 1
+    dep_key = key + _dep_key_offsets(S, M)[kind * 2 + last]
+    dep_key[(kind == F) & (stage == 0)] = -1  # the first stage's forwards wait for nothing
+    dep = index[dep_key]
+    has = dep_key >= 0
+    if (kind == I).sum() != (kind == W).sum() or (kind[dep[kind == W]] != I).any():
+        raise InputError("malformed schedule: every split backward I needs exactly one W (and W only follows an I)")
+    # A dependency on the same device is satisfied by the device order, or never (it comes later).
+    same = np.flatnonzero(has & (device[dep] == device))
+    late = same[dep[same] > same]
+    if late.size:
+        bad = late[:5]
+        raise InputError("malformed schedule: these ops come before their own input on the same device: "
+                         + _describe(bad, device, kind, micro, stage))
+    dep[same] = -1
+    if fused.any():  # a fused F's output leaves with its partner, at the end of the pair
+        if (kind[fused] != F).any() or (np.flatnonzero(fused) + 1 >= n).any():
+            raise InputError("malformed schedule: only a forward can be fused, with the op right after it")
+        waits_on_fused = (dep >= 0) & fused[np.maximum(dep, 0)]
+        dep[waits_on_fused] += 1
+
+    seg = s.first_op_of_each_device()
+    is_leader = dep >= 0
+    is_leader[seg] = True
+    lead_idx = np.flatnonzero(is_leader)
+    leader = np.cumsum(is_leader) - 1
+    # Runs in slots, device by device, each device followed by one stop slot that never gets ready;
+    # two extra slots at the end: READY (an input available at time 0) and NEVER.
+    L = lead_idx.size
+    slot = np.arange(L) + device[lead_idx]
+    num_slots = L + s.p
+    READY, NEVER = num_slots, num_slots + 1
+    dep_op = dep[lead_idx]
+    dep_slot = np.full(num_slots, NEVER, dtype=np.int64)
+    dep_slot[slot] = np.where(dep_op >= 0, slot[leader[dep_op]], READY)
+    waits = np.flatnonzero(dep_op >= 0)
+    input_op = dep_op[waits]
+    return Compiled(s.p, device, kind, micro, chunk, stage, dep, fused, leader, lead_idx, slot, dep_slot, dep_op,
+                    seg, kind * S + stage, slot[waits], input_op, leader[input_op], slot[leader])
+
+
+def _dep_key_offsets(S: int, M: int) -> np.ndarray:
+    """key(input) - key(op), indexed by kind*2 + on-last-stage (groups: 0 F, 1 B/I, 2 W, 3 R)."""
+    g = S * M
+    #                 F(mid) F(last)  B(mid) B(last)  I(mid) I(last)  W      W      R(mid)      R(last)
+    return np.array([-M, -M, M, -g, M, -g, -g, -g, -2 * g + M, -3 * g], dtype=np.int64)
+
+
+def _explain_bad_counts(key, S, M) -> None:
+    """Say which (stage, micro-batch) lacks its F or backward, or has an op twice; then refuse."""
+    counts = np.bincount(key, minlength=4 * S * M).reshape(4, S, M)
+    names = ["F", "backward (B or I)", "W", "recompute R"]
+    problems = []
+    for g in range(4):
+        wrong = np.argwhere(counts[g] != 1) if g < 2 else np.argwhere(counts[g] > 1)
+        for st, mb in wrong[:3]:
+            expected = "exactly 1" if g < 2 else "at most 1"
+            problems.append(f"{names[g]} of stage {st}, micro-batch {mb} appears {counts[g, st, mb]}x "
+                            f"(expected {expected})")
+    raise InputError("malformed schedule: " + "; ".join(problems[:5]))
+
+
+def _describe(idx, device, kind, micro, stage) -> str:
+    return ", ".join(f"device {device[i]} {'FBIWR'[kind[i]]}{micro[i]} (stage {stage[i]})" for i in idx)
+
+
+def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
+    """Simulate `s` with `costs`; pass `compiled` to reuse the dependency analysis across cost changes."""
+    c = compiled or compile_schedule(s)
+    table = costs.kind_durations(s.v)[:, None] * costs.factors(s.num_stages)[None, :]
+    dur = table.ravel()[c.cost_class]
+    if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
+        idx = np.flatnonzero(c.fused)
+        dur[idx + 1] += dur[idx]
+        dur[idx] = 0.0
+    start = _schedule_runs(c, dur, costs.tcomm)
+    return Timeline.build(s, c, start, dur, costs)
+
+
+def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float) -> np.ndarray:
+    # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
+    cum = np.cumsum(dur)
+    base = cum[c.lead_idx] - dur[c.lead_idx]  # cumulative duration before each run
+    rdur = np.zeros(c.num_slots)
+    rdur[c.slot] = np.diff(base, append=cum[-1])  # each run's length
+    dep_add = np.zeros(c.num_slots)
+    dep_add[c.waiting_slot] = cum[c.input_op] - base[c.input_run] + tcomm  # input ready this long after its run starts
+
+    p = c.p
+    val = np.full(c.num_slots + 2, np.nan)  # start time of each run; NaN until computed
+    val[c.num_slots] = 0.0  # READY
+    ptr = c.slot[c.leader[c.seg]].copy()
+    free = np.zeros(p)
+    fmax, maximum = np.fmax, np.maximum
+    dep_slot = c.dep_slot
+    goal, last = int(c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]].sum()) + p, -1  # all at stop slots
+    while True:
+        for _ in range(_ROUNDS_PER_CHECK):  # a round costs ~3 us: keep it to a handful of numpy calls
+            de = val[dep_slot[ptr]]
+            de += dep_add[ptr]
+            st = maximum(free, de)  # NaN unless the input is ready
+            val[ptr] = st
+            rd = rdur[ptr]
+            rd += st
+            fmax(free, rd, out=free)
+            ptr += st == st
+        moved = int(ptr.sum())
+        if moved == goal:
+            break
+        if moved == last:
+            _raise_deadlock(c, ptr)
+        last = moved
+    offset = cum - dur
+    offset -= base[c.leader]
+    return val[c.op_slot] + offset
+
+
+def _raise_deadlock(c: Compiled, ptr) -> None:
+    slot_to_op = dict(zip(c.slot.tolist(), c.lead_idx.tolist(), strict=True))
+    stuck = [slot_to_op[s] for s in ptr.tolist() if s in slot_to_op]
+    waits = []
+    for i in stuck[:6]:
+        d = c.dep[i]
+        waits.append(f"device {c.device[i]} {'FBIWR'[c.kind[i]]}{c.micro[i]} (stage {c.stage[i]}) waits for "
+                     f"device {c.device[d]} {'FBIWR'[c.kind[d]]}{c.micro[d]} (stage {c.stage[d]})")
+    raise InputError("deadlock: no device can proceed; " + "; ".join(waits))

@@ -1,0 +1,127 @@
+"""The simulator's result: every op's times, and the metrics measured from them.
+
+Two bubble conventions are reported side by side, always labelled:
+- `bubble_fraction`: idle share of the timeline, idle / (p x makespan)  (GPipe: (p-1)/(m+p-1));
+- `bubble_vs_ideal`: idle relative to busy time                           (GPipe: (p-1)/m).
+Bubble *times* come in two flavours too: `bubble_time` is the worst device's idle time within the
+makespan; `span_bubble_time` is the worst device's idle time between its own first and last op, the
+Zero Bubble paper's per-stage measure (it ignores the start-up offset of later stages).
+
+Activation memory is counted in micro-batches of one full stage (a chunk counts 1/v): a micro-batch
+is held on a device from its F's start until its backward is finished (B, or W for a split backward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from core.pipeline.schedules.ir import F, Schedule
+
+#                         F   B   I   W   R
+_HELD_DELTA = np.array([1, -1, 0, -1, 0], dtype=np.int64)  # F takes activations, B or W frees them
+_PENDING_DELTA = np.array([0, 0, 1, -1, 0], dtype=np.int64)  # I leaves work for W
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    schedule: Schedule
+    costs: object
+    device: np.ndarray
+    kind: np.ndarray
+    micro: np.ndarray
+    chunk: np.ndarray
+    stage: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    seg: np.ndarray  # offset of each device's first op (ops are device-major)
+    dur: np.ndarray
+
+    @classmethod
+    def build(cls, s: Schedule, c, start: np.ndarray, dur: np.ndarray, costs) -> Timeline:
+        """From the compiled schedule `c` (core.pipeline.simulate.Compiled) and the computed start times."""
+        return cls(s, costs, c.device, c.kind, c.micro, c.chunk, c.stage, start, start + dur, c.seg, dur)
+
+    # ---- time ---------------------------------------------------------------------------------
+    @cached_property
+    def makespan(self) -> float:
+        return float(self.end.max())
+
+    @cached_property
+    def busy(self) -> np.ndarray:
+        return np.add.reduceat(self.dur, self.seg)
+
+    @property
+    def idle(self) -> np.ndarray:
+        return self.makespan - self.busy
+
+    @cached_property
+    def bubble_fraction(self) -> float:
+        """Idle share of the whole timeline (all devices, from 0 to the makespan)."""
+        return float(1.0 - self.busy.sum() / (self.schedule.p * self.makespan))
+
+    @cached_property
+    def bubble_vs_ideal(self) -> float:
+        """Idle time relative to the busy (ideal) time; x here is x/(1+x) as a share."""
+        total = self.busy.sum()
+        return float((self.schedule.p * self.makespan - total) / total)
+
+    @property
+    def bubble_time(self) -> float:
+        """Worst device's idle time within the makespan."""
+        return float(self.idle.max())
+
+    @cached_property
+    def span_bubble_time(self) -> float:
+        """Worst device's idle time between its own first op and last op (Zero Bubble paper)."""
+        first = np.minimum.reduceat(self.start, self.seg)
+        last = np.maximum.reduceat(self.end, self.seg)
+        return float((last - first - self.busy).max())
+
+    # ---- memory -------------------------------------------------------------------------------
+    @cached_property
+    def _levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Held and pending-W counts (chunk units) after every op, in device order.
+
+        Ops of one device never overlap and are stored in device order, so a running sum over ops is
+        already in time order (a release at the end of one op precedes an allocation at the next op's
+        start), and each device's deltas sum to zero, so the sum restarts at zero on every device.
+        """
+        k = self.kind
+        return np.cumsum(_HELD_DELTA[k]), np.cumsum(_PENDING_DELTA[k])
+
+    def _per_device_peak(self, levels: np.ndarray) -> np.ndarray:
+        return np.maximum(np.maximum.reduceat(levels, self.seg), 0) / self.schedule.v
+
+    @cached_property
+    def peak_inflight(self) -> np.ndarray:
+        """Per device: most micro-batches whose activations are held at once (full-stage units)."""
+        return self._per_device_peak(self._levels[0])
+
+    @cached_property
+    def peak_pending_w(self) -> np.ndarray:
+        """Per device: most micro-batches whose input gradient is done but weight gradient is not."""
+        return self._per_device_peak(self._levels[1])
+
+    def memory_curve(self) -> dict[str, np.ndarray]:
+        """Step curves per device: after each event at `time`, `held` and `pending_w` hold (stage units).
+
+        An F allocates at its start; B or W free at their end; I moves work to pending W at its end.
+        """
+        held, pend = self._levels
+        k = self.kind
+        keep = (_HELD_DELTA[k] != 0) | (_PENDING_DELTA[k] != 0)
+        t = np.where(k == F, self.start, self.end)[keep]
+        v = self.schedule.v
+        return {"device": self.device[keep], "time": t, "held": held[keep] / v, "pending_w": pend[keep] / v}
+
+    # ---- summary ------------------------------------------------------------------------------
+    @property
+    def num_ops(self) -> int:
+        return int(self.kind.size)
+
+    def ops_of(self, device: int) -> slice:
+        stop = self.seg[device + 1] if device + 1 < self.schedule.p else self.kind.size
+        return slice(int(self.seg[device]), int(stop))

@@ -1,0 +1,125 @@
+"""One concrete parallel layout of one model on one GPU type: what the planner picks and the exporters print.
+
+Only rules that make a layout meaningless raise InputError here (degrees that do not multiply out, a batch
+that does not split into micro-batches, an offload that needs ZeRO-3, BF16 on a GPU without it). Whether it
+fits in memory or runs fast is the planner's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.errors import InputError
+from core.model.config import GpuSpec, ModelConfig
+from core.model.presets import gpu, model
+from core.params.model import CLUSTER
+from core.params.pipeline import SCHEDULE_NAMES
+
+SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")
+RECOMPUTE = ("none", "selective", "full")
+OFFLOAD = ("none", "optimizer", "optimizer+params")
+PRECISIONS = ("bf16", "fp16")
+CHUNKED = {"interleaved": None, "zbv": 2, "dualpipev": 2}  # schedules with v > 1 chunks (None = any v >= 2)
+
+assert set(SCHEDULES) <= set(SCHEDULE_NAMES), "layout schedules must be ones the pipeline engine knows"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """t x p x d GPUs, the batch split, and the memory-saving switches."""
+
+    model: ModelConfig
+    gpu: GpuSpec
+    t: int
+    p: int
+    d: int
+    global_batch: int
+    micro_batch_size: int = 1
+    zero_stage: int = 1
+    schedule: str = "1f1b"
+    v: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    offload: str = "none"
+    precision: str = "bf16"
+    gpus_per_node: int = 0  # 0 = the GPU preset's server size
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
+            raise InputError("layout needs a ModelConfig and a GpuSpec")
+        for name in ("t", "p", "d", "v", "zero_stage", "gpus_per_node"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InputError(f"{name}: expected a whole number, got {value!r}")
+        if min(self.t, self.p, self.d, self.v) < 1:
+            raise InputError("t, p, d and v must be at least 1")
+        CLUSTER["gpus"].check(self.n_gpus)
+        CLUSTER["batch"].check(self.global_batch)
+        CLUSTER["mbs"].check(self.micro_batch_size)
+        if self.gpus_per_node == 0:
+            object.__setattr__(self, "gpus_per_node", self.gpu.gpus_per_node)
+        CLUSTER["gpn"].check(self.gpus_per_node)
+        for name, value, choices in (("schedule", self.schedule, SCHEDULES), ("recompute", self.recompute, RECOMPUTE),
+                                     ("offload", self.offload, OFFLOAD), ("precision", self.precision, PRECISIONS)):
+            if value not in choices:
+                raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
+        if not isinstance(self.sequence_parallel, bool):
+            raise InputError("sequence_parallel: expected true or false")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise InputError(f"zero_stage: {self.zero_stage} is not 0, 1, 2 or 3")
+        if self.global_batch % (self.micro_batch_size * self.d):
+            raise InputError(f"global batch {self.global_batch} is not a multiple of micro-batch "
+                             f"{self.micro_batch_size} x data-parallel {self.d}")
+        self._check_chunks()
+        if self.model.heads % self.t or self.model.kv_heads % self.t and self.t % self.model.kv_heads:
+            raise InputError(f"tensor-parallel {self.t} must divide the {self.model.heads} heads and split the "
+                             f"{self.model.kv_heads} key/value heads evenly")
+        if self.offload != "none" and self.zero_stage == 0:
+            raise InputError("offloading needs ZeRO stage 1 or more (DeepSpeed: offload_optimizer is valid for 1-3)")
+        if self.offload == "optimizer+params" and self.zero_stage != 3:
+            raise InputError("offloading parameters needs ZeRO stage 3 (DeepSpeed: offload_param is stage 3 only)")
+        if self.precision == "bf16" and not self.gpu.bf16:
+            raise InputError(f"{self.gpu.name} has no BF16 support; use fp16")
+
+    def _check_chunks(self) -> None:
+        need = CHUNKED.get(self.schedule, 1)
+        if need is None and self.v < 2:
+            raise InputError("interleaved needs v >= 2 chunks per device")
+        if need is not None and self.v != need:
+            raise InputError(f"{self.schedule} uses v = {need} chunk(s) per device, got {self.v}")
+        if self.v > 1 and self.p < 2:
+            raise InputError(f"{self.schedule} needs pipeline parallelism (p >= 2)")
+        if self.p * self.v > self.model.layers:
+            raise InputError(f"{self.p * self.v} pipeline chunks for {self.model.layers} layers")
+
+    @property
+    def n_gpus(self) -> int:
+        return self.t * self.p * self.d
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.n_gpus // self.gpus_per_node)
+
+    @property
+    def grad_accum_steps(self) -> int:
+        """Micro-batches per data-parallel replica per step (DeepSpeed's gradient_accumulation_steps; m)."""
+        return self.global_batch // (self.micro_batch_size * self.d)
+
+    @property
+    def tp_crosses_node(self) -> bool:
+        return self.t > self.gpus_per_node
+
+
+def from_published(model_key: str, **overrides) -> Layout:
+    """The layout a preset model was trained with (its assumed fields as recorded), with optional overrides."""
+    m = model(model_key)
+    pub = m.layout
+    if pub is None:
+        raise InputError(f"{m.name} has no published layout")
+    if pub.cp != 1:
+        raise InputError(f"{m.name}: context parallelism (cp={pub.cp}) is not modelled")
+    values = dict(t=pub.t, p=pub.p, d=pub.d, global_batch=pub.global_batch, micro_batch_size=pub.micro_batch,
+                  zero_stage=pub.zero_stage, schedule=pub.schedule, v=pub.v, recompute=pub.recompute,
+                  sequence_parallel=pub.sequence_parallel, precision=pub.precision, gpus_per_node=pub.gpus_per_node)
+    values.update(overrides)
+    return Layout(model=m, gpu=gpu(pub.gpu), **values)

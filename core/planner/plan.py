@@ -1,0 +1,572 @@
+"""Enumerate t x p x d layouts of a model on a cluster, score every candidate, rank them, explain the losers.
+
+    result = plan(PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=64, batch=512))
+    result.frame            # one row per candidate, ranked: feasible first, fastest first, headroom breaks ties
+    result.layout(row)      # a core.planner.layout.Layout for the exporters (core.planner.exports)
+
+The planner derives no formula of its own. For each candidate it asks
+- the pipeline simulator (core.pipeline.schedules + core.pipeline.simulate) for the bubble and the micro-batches
+  in flight, once per distinct (schedule, p, m, v) at unit costs (core.cost.step_time.UNIT_COSTS), shared by
+  every candidate with that key and kept in a bounded cache across plans;
+- core.memory (states, offload, fsdp) for model states under ZeRO over d (after the t x p split, the most
+  loaded stage: the embedding on the first stage and the output layer on the last), and
+  core.memory.activations for the activations of the micro-batches in flight;
+- core.cost.step_time (core.cost.flops, core.cost.comm) for the step time, tokens/s and MFU.
+
+Infeasible candidates stay in the frame with their reasons (does not fit, m < p, TP crosses servers, batch does
+not divide, ...); filtering them is the caller's choice. Dimensions the search cannot cover are named in
+`notes`: p above the simulator's 64 devices or above the number of layers, t that does not divide the heads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.cost import step_time
+from core.errors import InputError
+from core.memory import activations
+from core.memory import states as memory
+from core.memory.fit import usable_bytes
+from core.memory.fsdp import fsdp_peak
+from core.memory.offload import placement
+from core.model import presets
+from core.params.memory import MAX_TP, RECOMPUTE_MODES
+from core.params.pipeline import MAX_OPS, PIPELINE
+from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
+from core.pipeline.schedules import REGISTRY, build, chunks_per_device, estimated_ops
+from core.pipeline.simulate import Costs, compile_schedule, run
+from core.planner.exports import Export, export_all
+from core.planner.layout import Layout
+from core.units import GB
+
+EXPORT_KINDS = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "fsdp2", "fsdp2": "fsdp2"}
+OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
+JSON_KEYS = ("rank", "t", "p", "d", "zero_stage", "schedule", "v", "micro_batch_size", "m", "recompute",
+             "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
+             "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "fits", "inflight",
+             "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node", "compute_s",
+             "bubble_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s", "step_time_s",
+             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings")
+
+COLUMNS = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
+           "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
+           "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "memory_fraction", "fits",
+           "inflight", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node",
+           "compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s",
+           "offload_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons",
+           "warnings")
+assert set(JSON_KEYS) <= set(COLUMNS)
+_EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node"), bool),
+                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings"), object),
+                 **dict.fromkeys(("t", "p", "d", "micro_batch_size", "m", "v", "zero_stage"), "int64")}
+
+_SIM_CACHE: dict[tuple, tuple[float, float, float, float] | str] = {}
+_SIM_CACHE_MAX = 8192
+# Simulation work one plan may do, in operations (each simulation also counts SIM_SETUP_OPS for building and
+# compiling its schedule): about a second on the 2-core development machine. The benchmarks' plans use a third
+# of it; only searches over thousands of distinct (schedule, p, m, v) reach it, and what it leaves out is named.
+SIM_BUDGET = 4_000_000
+SIM_SETUP_OPS = 10_000
+MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported bubble can be opened there
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
+    """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
+    model = (presets.custom_model({k: getattr(q, k) for k in ("layers", "hidden", "heads", "kv_heads", "ffn",
+                                                              "vocab", "seq", "params", "mlp", "tied")})
+             if q.model == "custom" else presets.model(q.model))
+    gpu = (presets.custom_gpu({k: getattr(q, k) for k in ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")})
+           if q.gpu == "custom" else presets.gpu(q.gpu))
+    precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")
+    if precision == "bf16" and not gpu.bf16:
+        raise InputError(f"precision: {gpu.name} has no BF16; choose fp16 or auto")
+    return model, gpu, precision
+
+
+def divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+def tp_allowed(model: presets.ModelConfig, t: int) -> bool:
+    """t splits the query heads, and the key/value heads evenly (split or replicated), as the Layout requires."""
+    return model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0) and t <= MAX_TP
+
+
+def _degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, list[str]]:
+    """(t, p, d) rows to consider and notes on what the search leaves out and why."""
+    G, L, notes = q.gpus, model.layers, []
+    if G > 3 and len(divisors(G)) == 2:
+        notes.append(f"G = {G} is prime: the only layouts are pure tensor, pure pipeline or pure data parallelism.")
+    ts = divisors(G)
+    bad_t = [t for t in ts if not tp_allowed(model, t)]
+    if bad_t and not q.fix_t:
+        notes.append(f"t = {_list(bad_t)} not considered: t must divide the {model.heads} heads (and split the "
+                     f"{model.kv_heads} key/value heads evenly).")
+    if q.fix_t:
+        if G % q.fix_t:
+            notes.append(f"The pinned t = {q.fix_t} does not divide G = {G}.")
+        elif not tp_allowed(model, q.fix_t):
+            notes.append(f"The pinned t = {q.fix_t} does not divide the {model.heads} heads "
+                         f"({model.kv_heads} key/value heads): no tensor-parallel split exists.")
+        ts = [q.fix_t] if q.fix_t in ts else []
+    rows, too_deep, too_many = [], set(), set()
+    for t in (t for t in ts if tp_allowed(model, t)):
+        for p in divisors(G // t):
+            if q.fix_p and p != q.fix_p:
+                continue
+            if p > L:
+                too_many.add(p)
+            elif p > MAX_SIM_P:
+                too_deep.add(p)
+            elif not q.fix_d or G // (t * p) == q.fix_d:
+                rows.append((t, p, G // (t * p)))
+    if too_deep:
+        notes.append(f"p = {_list(sorted(too_deep))} not considered: the pipeline simulator handles at most "
+                     f"{MAX_SIM_P} devices, and the planner reports no bubble it has not simulated.")
+    if too_many:
+        notes.append(f"p = {_list(sorted(too_many))} not considered: more pipeline stages than the {L} layers.")
+    if q.fix_p and G % q.fix_p:
+        notes.append(f"The pinned p = {q.fix_p} does not divide G = {G}.")
+    if q.fix_d and not rows:
+        notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {G}.")
+    return np.array(rows, dtype=np.int64).reshape(-1, 3), notes
+
+
+def _list(values: list[int], limit: int = 8) -> str:
+    shown = ", ".join(f"{v:,}" for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+
+# ------------------------------------------------------------------------------------------- candidates
+
+def _candidates(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfig) -> tuple[dict, list[str]]:
+    """The cross product of layouts and switches, minus combinations that are not layouts at all."""
+    schedules = q.searched("schedule")
+    dims = {
+        "layout": np.arange(len(degrees)),
+        "b": np.array(q.micro_batch_sizes),
+        "schedule": np.array([SEARCH_SCHEDULES.index(s) for s in schedules]),
+        "zero": np.array(q.searched("zero")),
+        "recompute": np.array([RECOMPUTE_MODES.index(r) for r in q.searched("recompute")]),
+        "sp": np.array(q.searched("sp")),
+        "offload": np.array([OFFLOAD_MODES.index(o) for o in q.searched("offload")]),
+    }
+    grid = np.indices([len(v) for v in dims.values()]).reshape(len(dims), -1)
+    c = {k: v[i] for (k, v), i in zip(dims.items(), grid, strict=True)}
+    c["t"], c["p"], c["d"] = (degrees[c["layout"], j] for j in range(3))
+    notes = []
+    no_pipe = {"1f1b", "gpipe"}
+    keep = np.ones(c["t"].size, dtype=bool)
+    keep &= ~((c["t"] == 1) & (c["sp"] != dims["sp"][0]))  # sequence parallelism is a no-op at t = 1
+    c["sp"] = np.where(c["t"] == 1, False, c["sp"])
+    if no_pipe & set(schedules):
+        keep &= ~((c["p"] == 1) & (c["schedule"] != dims["schedule"][0]))  # p = 1: no pipeline, one row
+        c["schedule"] = np.where(c["p"] == 1, SEARCH_SCHEDULES.index("1f1b"), c["schedule"])
+    else:
+        if (degrees[:, 1] == 1).any():
+            notes.append(f"Layouts with p = 1 are left out: the pinned schedule {schedules[0]} needs a pipeline.")
+        keep &= c["p"] > 1
+    keep &= ~((c["offload"] >= 1) & (c["zero"] == 0))  # offload needs ZeRO >= 1
+    keep &= ~((c["offload"] == 2) & (c["zero"] != 3))  # parameter offload needs ZeRO-3
+    if q.offload != "none" and q.offload != "all" and not keep.any():
+        notes.append(f"Offload {q.offload} needs ZeRO stage {'3' if q.offload == 'optimizer+params' else '1-3'}.")
+    c = {k: v[keep] for k, v in c.items()}
+    names = np.array(SEARCH_SCHEDULES)[c["schedule"]]
+    c["schedule_name"] = names
+    c["chunks"] = np.array([chunks_per_device(s, q.v) for s in SEARCH_SCHEDULES])[c["schedule"]]
+    c["v"] = c["chunks"]
+    c["recompute_name"] = np.array(RECOMPUTE_MODES)[c["recompute"]]
+    c["offload_name"] = np.array(OFFLOAD_MODES)[c["offload"]]
+    return c, notes
+
+
+# ------------------------------------------------------------------------------------------- simulation
+
+def simulated(schedule: str, p: int, m: int, v: int) -> tuple[float, float, float, float] | str:
+    """(idle share, bubble relative to ideal, makespan / busiest device's busy time, peak micro-batches in flight)
+    for `schedule` at the planner's unit costs, or why the simulator refuses it (operation cap, m not a multiple
+    of p for interleaved, ...).
+
+    The same engine as core.pipeline.simulate (build, compile, run), without keeping the timeline: the planner
+    needs four numbers per key, and thousands of candidates share them.
+    """
+    key = (schedule, p, m, v)
+    if key in _SIM_CACHE:
+        return _SIM_CACHE[key]
+    try:
+        if estimated_ops(schedule, p, m, v) > MAX_OPS:
+            raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
+        s = build(schedule, p, m, v)
+        tl = run(s, Costs(*step_time.unit_costs(schedule)), compile_schedule(s))
+        busiest = float(tl.busy.max())
+        out: tuple | str = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / busiest,
+                            float(tl.peak_inflight.max()))
+    except InputError as exc:
+        out = str(exc)
+    if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
+        _SIM_CACHE.clear()
+    _SIM_CACHE[key] = out
+    return out
+
+
+def clear_cache() -> None:
+    """Forget every simulated (schedule, p, m, v) (benchmarks measure cold runs with it)."""
+    _SIM_CACHE.clear()
+
+
+def _simulate_all(c: dict, want: np.ndarray, free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Per candidate: the simulator's numbers where `want` (simulating what the cache lacks) and where `free` if
+    the cache already has them, NaN elsewhere; the simulator's refusal (or "") per candidate; and the number of
+    distinct keys simulated now."""
+    n = c["t"].size
+    out = {k: np.full(n, np.nan) for k in ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight")}
+    refused = np.full(n, "", dtype=object)
+    rows = np.flatnonzero(want | free)
+    if rows.size == 0:
+        return out, refused, 0
+    keys = np.stack([c["schedule"][rows], c["p"][rows], c["m"][rows], c["chunks"][rows]], axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    users = np.bincount(inverse.ravel()[want[rows]], minlength=len(unique))  # candidates that need each key
+    fresh, spent = 0, 0
+    values = np.full((len(unique), 4), np.nan)
+    why = np.full(len(unique), "", dtype=object)
+    for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
+        s, p, m, v = unique[i].tolist()
+        key = (SEARCH_SCHEDULES[s], p, m, v)
+        if key not in _SIM_CACHE:
+            if not users[i]:
+                continue
+            spent += estimated_ops(*key) + SIM_SETUP_OPS
+            if spent > SIM_BUDGET:
+                why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
+                          "micro-batch size to narrow the search")
+                continue
+            fresh += 1
+        got = simulated(*key)
+        if isinstance(got, str):
+            why[i] = got
+        else:
+            values[i] = got
+    inverse = inverse.ravel()
+    for j, k in enumerate(out):
+        out[k][rows] = values[inverse, j]
+    refused[rows] = why[inverse]
+    return out, refused, fresh
+
+
+# ------------------------------------------------------------------------------------------------ memory
+
+def embedding_params(model: presets.ModelConfig) -> float:
+    """Parameters of one V x h embedding matrix (the ZeRO page's `embedding` input for the same split)."""
+    return float(model.vocab * model.hidden)
+
+
+def params_per_rank(model: presets.ModelConfig, t, p) -> tuple[np.ndarray, np.ndarray, str]:
+    """(parameters on one GPU of the most loaded stage, parameters of one transformer layer per TP rank, the
+    assumption in words). core.memory.params_per_rank's embedding-on-ends split: the V x h embedding sits on the
+    first stage; the output layer (its tied copy, or an untied second matrix) on the last; tensor parallelism
+    divides everything by t."""
+    psi = model.params
+    emb = embedding_params(model)
+    matrices = 1 if model.tied else 2
+    t, p = np.asarray(t), np.asarray(p)
+    if emb * matrices >= psi:  # a given count smaller than the embeddings: nothing to place on the ends
+        return psi / (t * p), psi / model.layers / t, "parameters split evenly over t x p (the given count " \
+            "is smaller than the embeddings)"
+    body = np.where((p > 1) & (not model.tied), psi - emb, psi)  # untied: the output matrix is placed, not shared
+    rank = memory.params_per_rank(body, t, p, "embedding-on-ends", emb)
+    layer = (psi - emb * matrices) / model.layers / t
+    words = ("layers split evenly over p stages and every matrix over t; the first stage also holds the "
+             f"{emb / 1e9:.3g}B-parameter embedding and the last stage the output layer "
+             f"({'tied copy' if model.tied else 'untied matrix'})")
+    return rank, layer, words
+
+
+def _states(model, bpp, c: dict) -> dict[str, np.ndarray]:
+    """Per-GPU model-state bytes (paper accounting), what stays on the GPU after offload, ZeRO-3 gathered layers."""
+    kw = bpp.kwargs()
+    t, p, d, zero = c["t"], c["p"], c["d"], c["zero"]
+    psi_rank, layer, _ = params_per_rank(model, t, p)
+    layer = np.broadcast_to(layer, psi_rank.shape)
+    states = memory.model_states(psi_rank, d, zero, **kw).total
+    on_gpu = np.array(states, dtype=float)
+    for code, mode in enumerate(OFFLOAD_MODES[1:], start=1):
+        sel = c["offload"] == code
+        if sel.any():
+            placed = placement(psi_rank[sel], d[sel], zero[sel], mode, largest_layer=layer[sel], **kw)
+            on_gpu[sel] = placed.gpu_total
+    working = np.zeros(t.size)
+    gathered = (zero == 3) & (c["offload"] != 2)  # ZeRO-Infinity's streamed layer is in placement() already
+    for tt, pp, dd in {tuple(x) for x in np.stack([t, p, d], 1)[gathered].tolist()}:
+        sel = gathered & (t == tt) & (p == pp) & (d == dd)
+        psi1, layer1 = float(psi_rank[sel][0]), float(layer[sel][0])
+        blocks = max(1, min(math.ceil(model.layers / pp), int(psi1 // layer1)))
+        peak = fsdp_peak(psi1, dd, blocks, layer1, "block", prefetch=True, **kw)
+        working[sel] = peak.peak - peak.sharded
+    return {"psi_rank": psi_rank, "model_state_bytes": states, "states_on_gpu_bytes": on_gpu,
+            "zero3_working_bytes": working}
+
+
+def _activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Peak activation bytes per GPU where `rows` (NaN elsewhere): the first or the last stage, whichever holds
+    more, each with the simulator's micro-batches in flight (core.memory.activations)."""
+    out = np.full(c["t"].size, np.nan)
+    if rows.any():
+        p = c["p"][rows]
+        chunks = c["chunks"][rows]
+        layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
+        args = (model.seq, c["b"][rows], model.hidden, model.heads, layers_dev, inflight[rows], c["t"][rows],
+                c["sp"][rows], c["recompute"][rows], model.vocab)
+        first = activations.stage_bytes(*args, first=True, last=p == 1)["total"]
+        last = activations.stage_bytes(*args, first=False, last=True)["total"]
+        out[rows] = np.where(p == 1, first, np.maximum(first, last))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- plan
+
+@dataclass(frozen=True, eq=False)
+class PlanResult:
+    params: PlannerParams
+    model: presets.ModelConfig
+    gpu: presets.GpuSpec
+    precision: str
+    bytes_per_param: memory.BytesPerParam
+    usable: float  # bytes per GPU for states, working buffers and activations (after the reserve)
+    assumptions: step_time.Assumptions
+    split: str  # how the parameters are placed over t x p, in words
+    frame: pd.DataFrame  # ranked candidates
+    notes: tuple[str, ...]  # what the search left out, and why
+    simulations: int  # distinct (schedule, p, m, v) simulated for this plan (cache misses)
+
+    @property
+    def feasible(self) -> pd.DataFrame:
+        return self.frame[self.frame["feasible"]]
+
+    def best(self) -> pd.Series | None:
+        f = self.feasible
+        return None if f.empty else f.iloc[0]
+
+    def why_empty(self) -> str:
+        """One paragraph: why no candidate is feasible (empty string when one is)."""
+        if not self.feasible.empty:
+            return ""
+        if self.frame.empty:
+            return "No candidate layout to evaluate with these inputs (see the notes)."
+        counts = Counter(r.split(":")[0] for rs in self.frame["reasons"] for r in rs)
+        top = "; ".join(f"{k} ({n:,} candidates)" for k, n in counts.most_common(4))
+        return f"None of the {len(self.frame):,} candidates is feasible. Most common reasons: {top}."
+
+    def layout(self, row: pd.Series | int | None = None) -> Layout:
+        """The Layout of a candidate (a frame row or its position in the frame; default the best feasible)."""
+        if row is None:
+            row = self.best()
+            if row is None:
+                raise InputError("no feasible candidate to export: " + self.why_empty())
+        elif isinstance(row, int | np.integer):
+            row = self.frame.iloc[int(row)]
+        return layout_for(self.params, row, (self.model, self.gpu, self.precision))
+
+    def export(self, kind: str, row: pd.Series | int | None = None) -> Export:
+        """DeepSpeed JSON, Megatron-LM command or FSDP2 snippet of a candidate (default the best feasible)."""
+        if kind not in EXPORT_KINDS:
+            raise InputError(f"export: {kind[:40]!r} is not one of {', '.join(EXPORT_KINDS)}")
+        return export_all(self.layout(row))[EXPORT_KINDS[kind]]
+
+    def csv(self, top: int | None = None, feasible_only: bool = False) -> str:
+        """Every column as CSV (reasons and warnings joined with '; '), in rank order."""
+        frame = self.feasible if feasible_only else self.frame
+        frame = (frame if top is None else frame.head(top)).copy()
+        for col in ("reasons", "warnings"):
+            frame[col] = frame[col].map("; ".join)
+        return frame.to_csv(index=False)
+
+    def records(self, top: int | None = None, feasible_only: bool = False) -> list[dict[str, Any]]:
+        """JSON-ready candidates (NaN -> None), in rank order."""
+        frame = self.feasible if feasible_only else self.frame
+        frame = frame if top is None else frame.head(top)
+        return [{k: _plain(r[k]) for k in JSON_KEYS} for r in frame.to_dict("records")]
+
+
+def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Layout:
+    """A candidate row (any mapping with the frame's columns) of the question `q` as a core.planner.layout.Layout."""
+    model, gpu, precision = resolved or resolve(q)
+    return Layout(model=model, gpu=gpu, t=int(row["t"]), p=int(row["p"]), d=int(row["d"]), global_batch=q.batch,
+                  micro_batch_size=int(row["micro_batch_size"]), zero_stage=int(row["zero_stage"]),
+                  schedule=str(row["schedule"]), v=int(row["v"]), recompute=str(row["recompute"]),
+                  sequence_parallel=bool(row["sequence_parallel"]), offload=str(row["offload"]), precision=precision,
+                  gpus_per_node=gpu.gpus_per_node)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [str(x) for x in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
+
+
+def plan(q: PlannerParams) -> PlanResult:
+    """Every candidate layout of the question `q`, scored and ranked."""
+    model, gpu, precision = resolve(q)
+    a = step_time.Assumptions(**q.assumptions())
+    bpp = memory.preset(q.optimizer, "mixed", q.k)
+    usable = float(usable_bytes(gpu.mem_gb, 0.0, a.reserve_frac))
+    degrees, notes = _degrees(q, model)
+    c, more = _candidates(q, degrees, model)
+    notes += more
+    n = c["t"].size
+    B = q.batch
+    split = params_per_rank(model, 1, 2)[2]
+    if n == 0:
+        empty = pd.DataFrame({k: pd.Series(dtype=_EMPTY_DTYPES.get(k, float)) for k in COLUMNS})
+        return PlanResult(q, model, gpu, precision, bpp, usable, a, split, empty, tuple(notes), 0)
+
+    # The batch split: m = B / (d b) a whole number, enough to fill the pipeline, within the simulator's range.
+    per_step = c["d"] * c["b"]
+    batch_ok = (B % per_step == 0) & (per_step <= B)
+    c["m"] = np.where(batch_ok, B // np.maximum(per_step, 1), 0)
+    min_m = np.where(c["p"] > 1, c["p"], 1)  # a pipeline that never fills is flagged, whatever the schedule
+    for name in set(c["schedule_name"].tolist()):  # and what the engine itself requires (DualPipeV: 2p)
+        sel = c["schedule_name"] == name
+        min_m = np.where(sel, np.maximum(min_m, REGISTRY[name].min_m(c["p"])), min_m)
+    fills = c["m"] >= min_m
+    m_ok = c["m"] <= MAX_SIM_M
+    crosses = c["t"] > gpu.gpus_per_node
+    too_deep = c["p"] * c["chunks"] > model.layers
+
+    # Memory before simulating: with one micro-batch in flight (no schedule holds fewer) a candidate that does not
+    # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
+    # infeasible ones get the simulator's numbers only when another candidate needed the same key.
+    st = _states(model, bpp, c)
+    fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
+    sized = batch_ok & fills & m_ok
+    floor = fixed + _activations(model, c, np.ones(n), sized)
+    hopeless = sized & (floor > usable)
+    want = sized & ~hopeless & ~crosses & ~too_deep
+    sims, refused, fresh = _simulate_all(c, want, sized & ~want)
+    ok = sized & np.isfinite(sims["makespan_factor"])
+
+    acts = _activations(model, c, np.where(ok, sims["inflight"], 1.0), ok)
+    total = fixed + acts
+    times = {k: np.full(n, np.nan) for k in ("compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "tp_ratio",
+                                              "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s",
+                                              "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu")}
+    if ok.any():
+        sub = {k: v[ok] for k, v in c.items()}
+        est = step_time.estimate(model, gpu, a, gpus=q.gpus, batch=B, t=sub["t"], p=sub["p"], d=sub["d"],
+                                 b=sub["b"], m=sub["m"], chunks=sub["chunks"], zero=sub["zero"],
+                                 recompute=sub["recompute_name"], sp=sub["sp"], offload=sub["offload_name"],
+                                 psi_rank=st["psi_rank"][ok], makespan_factor=sims["makespan_factor"][ok],
+                                 param_bytes=bpp.param_bytes, grad_bytes=bpp.grad_bytes)
+        for k in times:
+            times[k][ok] = est[k]
+
+    fits = total <= usable  # False where NaN
+    over = ok & ~fits & ~hopeless
+    checks = _Checks(B, usable, batch_ok, fills, min_m, m_ok, refused, hopeless, floor, over, total, crosses, too_deep)
+    reasons = checks.reasons(c, model, gpu)
+    feasible = np.array([not r for r in reasons], dtype=bool)
+
+    tf, tb, tw = (np.array([step_time.unit_costs(s)[i] for s in SEARCH_SCHEDULES])[c["schedule"]] for i in range(3))
+    frame = pd.DataFrame({
+        "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "micro_batch_size": c["b"], "m": c["m"],
+        "schedule": c["schedule_name"], "v": c["v"], "zero_stage": c["zero"], "recompute": c["recompute_name"],
+        "sequence_parallel": c["sp"], "offload": c["offload_name"],
+        "memory_bytes": total, "model_state_bytes": st["model_state_bytes"],
+        "states_on_gpu_bytes": st["states_on_gpu_bytes"], "zero3_working_bytes": st["zero3_working_bytes"],
+        "activation_bytes": acts, "usable_bytes": usable, "headroom_bytes": usable - total,
+        "memory_fraction": total / gpu.mem_bytes, "fits": fits, "inflight": sims["inflight"],
+        "bubble_fraction": sims["bubble_fraction"], "bubble_vs_ideal": sims["bubble_vs_ideal"],
+        "tf": tf, "tb": tb, "tw": tw, "tp_crosses_node": crosses, **times, "feasible": feasible,
+        "reasons": reasons, "warnings": _warnings(c, model),
+    })
+    frame = _rank(frame[list(COLUMNS)])
+    if any("simulation budget" in r for r in refused):
+        notes.append(f"The simulation budget ({SIM_BUDGET:,} operations per plan) ran out: some candidates are not "
+                     "simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
+    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
+
+
+def _rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """Feasible first, fastest first, more headroom first; infeasible after, fewest reasons first."""
+    order = frame.assign(_inf=~frame["feasible"], _n=frame["reasons"].map(len), _t=frame["step_time_s"].fillna(np.inf),
+                         _h=-frame["headroom_bytes"].fillna(-np.inf))
+    order = order.sort_values(["_inf", "_n", "_t", "_h", "t", "p"], kind="stable")
+    frame = frame.loc[order.index].reset_index(drop=True)
+    count = int(frame["feasible"].sum())
+    frame.loc[: count - 1, "rank"] = np.arange(1, count + 1, dtype=float) if count else []
+    return frame
+
+
+@dataclass(frozen=True)
+class _Checks:
+    """Masks of what is wrong with each candidate, turned into messages by `reasons`."""
+
+    batch: int
+    usable: float
+    batch_ok: np.ndarray
+    fills: np.ndarray
+    min_m: np.ndarray
+    m_ok: np.ndarray
+    refused: np.ndarray
+    hopeless: np.ndarray
+    floor: np.ndarray
+    over: np.ndarray
+    total: np.ndarray
+    crosses: np.ndarray
+    too_deep: np.ndarray
+
+    def reasons(self, c: dict, model, gpu) -> list[tuple[str, ...]]:
+        """Why each candidate is infeasible (an empty tuple when it is feasible); each reason starts with a tag."""
+        n = c["t"].size
+        columns = []
+
+        def add(mask, text) -> None:
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                col = np.full(n, None, dtype=object)
+                col[idx] = [text(i) for i in idx]
+                columns.append(col)
+
+        B, d, b, m, p = self.batch, c["d"], c["b"], c["m"], c["p"]
+        ok = self.batch_ok
+        add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas")
+        add(~ok & (d <= B), lambda i: f"batch does not divide: {B:,} is not a multiple of d x b = {d[i]:,} x {b[i]}")
+        add(ok & ~self.fills, lambda i: f"m < p: m = {m[i]} micro-batches cannot fill {c['schedule_name'][i]} on "
+                                        f"p = {p[i]} (needs m >= {self.min_m[i]})")
+        add(ok & self.fills & ~self.m_ok, lambda i: f"too many micro-batches: m = {m[i]:,} > {MAX_SIM_M:,}, the "
+                                                    "simulator's range (use a larger micro-batch size)")
+        add(self.refused != "", lambda i: f"not simulated: {self.refused[i]}")
+        add(self.hopeless, lambda i: f"does not fit: {self.floor[i] / GB:,.1f} GB per GPU even with one micro-batch "
+                                     f"in flight > {self.usable / GB:,.1f} GB usable")
+        add(self.over, lambda i: f"does not fit: {self.total[i] / GB:,.1f} GB per GPU > {self.usable / GB:,.1f} GB "
+                                 "usable")
+        add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server")
+        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers")
+        if not columns:
+            return [()] * n
+        return [tuple(x for x in row if x is not None) for row in zip(*columns, strict=True)]
+
+
+def _warnings(c, model) -> list:
+    """Allowed but worth saying: layers that do not divide evenly over the pipeline's stages."""
+    n_chunks = c["p"] * c["chunks"]
+    uneven = (model.layers % n_chunks != 0) & (n_chunks <= model.layers)
+    out: list[tuple[str, ...]] = [()] * n_chunks.size
+    for k in np.unique(n_chunks[uneven]).tolist():
+        text = (f"uneven stages: {model.layers} layers over {k} stages, the fullest holds {-(-model.layers // k)}",)
+        for i in np.flatnonzero(uneven & (n_chunks == k)).tolist():
+            out[i] = text
+    return out

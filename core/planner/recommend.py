@@ -1,0 +1,190 @@
+"""The plan in plain words: the recommended layout, why it beats the runners-up, what limits it, and every
+assumption behind the numbers (the seed's project asks for exactly this).
+
+Only words are made here: every number comes from the ranked frame of core.planner.plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from core.cost.step_time import NOT_MODELLED, UNIT_COSTS
+from core.planner.plan import PlanResult
+from core.units import GB
+
+COMPONENTS = {  # step-time parts, as the explanation names them
+    "compute_s": "compute",
+    "bubble_s": "pipeline bubble",
+    "tp_exposed_s": "tensor-parallel communication",
+    "pp_exposed_s": "pipeline sends",
+    "dp_exposed_s": "exposed data-parallel/ZeRO communication",
+    "offload_s": "offload traffic and the CPU optimizer",
+}
+
+ADVICE = {  # what to try when most candidates fail for a reason (keyed by the reason's tag)
+    "does not fit": "allow ZeRO-3 or full recompute, a larger t or p, offload, more GPUs or a GPU with more memory",
+    "batch does not divide": "pick a global batch that is a multiple of d x micro-batch for the layouts you want",
+    "batch smaller than d": "use a larger global batch, or more tensor/pipeline parallelism so that d is smaller",
+    "m < p": "use a larger global batch or a smaller micro-batch, so that each replica has at least p micro-batches",
+    "TP crosses servers": "keep t within one server (pin t to at most the GPUs per server)",
+    "too many micro-batches": "use a larger micro-batch size (the simulator runs at most 1,024 micro-batches)",
+    "too many chunks": "use fewer interleaved chunks v or fewer pipeline stages",
+    "not simulated": "narrow the search (pin t, p or the micro-batch size)",
+}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    feasible: bool  # False: nothing to recommend, `why` says why and `limits` what to try
+    headline: str
+    layout: tuple[str, ...]  # what to run
+    why: tuple[str, ...]  # against the runners-up
+    limits: tuple[str, ...]  # what bounds the winner
+    assumptions: tuple[str, ...]
+    notes: tuple[str, ...]  # what the search left out
+
+    def sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(title, items) in reading order; empty sections left out."""
+        titles = (("Layout", "Why it wins", "What limits it") if self.feasible
+                  else ("Layout", "Why no candidate is feasible", "What to try"))
+        items = (self.layout, self.why, self.limits)
+        out = tuple(zip(titles, items, strict=True)) + (("Assumptions", self.assumptions),
+                                                         ("Search notes", self.notes))
+        return tuple((title, x) for title, x in out if x)
+
+    def text(self) -> str:
+        """Plain text (CLI --explain, the page's download)."""
+        parts = [self.headline, ""]
+        for title, items in self.sections():
+            if items:
+                parts += [f"{title}:"] + [f"  - {x}" for x in items] + [""]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def describe(row: pd.Series, gpn: int) -> str:
+    """One line naming a candidate's layout and switches."""
+    t, p, d = int(row["t"]), int(row["p"]), int(row["d"])
+    where = "inside a server" if t <= gpn else "across servers"
+    pipe = "no pipeline" if p == 1 else f"p = {p} {_schedule(row)}"
+    sp = ", sequence parallel" if row["sequence_parallel"] else ""
+    off = "" if row["offload"] == "none" else f", offload {row['offload']}"
+    return (f"t = {t} ({where}) x {pipe} x d = {d}, ZeRO-{int(row['zero_stage'])}, micro-batch "
+            f"{int(row['micro_batch_size'])} (m = {int(row['m'])}), recompute {row['recompute']}{sp}{off}")
+
+
+def _schedule(row: pd.Series) -> str:
+    return f"interleaved v = {int(row['v'])}" if row["schedule"] == "interleaved" else str(row["schedule"])
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %"
+
+
+def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
+    """Plain words for the best feasible candidate of `result` (or why there is none)."""
+    m, g, q = result.model, result.gpu, result.params
+    assumptions = _assumptions(result)
+    best = result.best()
+    if best is None:
+        return Recommendation(
+            False, f"No feasible layout for {m.name} on {q.gpus:,} x {g.name} with a global batch of {q.batch:,}.",
+            (), (result.why_empty(),), _advice(result), assumptions, result.notes)
+    gpn = g.gpus_per_node
+    step = float(best["step_time_s"])
+    headline = (f"Recommended for {m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences: "
+                f"{describe(best, gpn)}.")
+    layout = (
+        f"Step time {step:,.2f} s, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} % "
+        f"({best['tflops_per_gpu']:,.0f} TFLOP/s per GPU counting recompute).",
+        f"Memory per GPU {best['memory_bytes'] / GB:,.1f} GB of {result.usable / GB:,.1f} GB usable: model states "
+        f"{best['states_on_gpu_bytes'] / GB:,.1f} GB, activations {best['activation_bytes'] / GB:,.1f} GB"
+        + (f", ZeRO-3 gathered layers {best['zero3_working_bytes'] / GB:,.1f} GB"
+           if best["zero3_working_bytes"] > 0 else "") + f"; headroom {best['headroom_bytes'] / GB:,.1f} GB.",
+        f"{len(result.feasible):,} of {len(result.frame):,} candidates are feasible; this is the fastest"
+        + (", with the most memory headroom among equally fast ones." if len(result.feasible) > 1 else "."),
+    )
+    return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
+                          assumptions, result.notes)
+
+
+def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:
+    """Against the next feasible candidates with a different t x p x d (switch variants of the winner are summed up
+    in one line)."""
+    feasible = result.feasible
+    same = (feasible["t"] == best["t"]) & (feasible["p"] == best["p"]) & (feasible["d"] == best["d"])
+    others = feasible[~same].drop_duplicates(["t", "p", "d"]).head(count)
+    gpn = result.gpu.gpus_per_node
+    out = []
+    for _, row in others.iterrows():
+        gap = float(row["step_time_s"] - best["step_time_s"])
+        diffs = sorted(((float(row[k] - best[k]), name) for k, name in COMPONENTS.items()),
+                       key=lambda x: -abs(x[0]))
+        parts = [f"{name} {delta:+,.2f} s" for delta, name in diffs if abs(delta) > 1e-3 * best["step_time_s"]][:3]
+        text = (f"#{int(row['rank'])}, {describe(row, gpn)}: {gap:,.2f} s ({_share(gap, best['step_time_s'])}) slower"
+                + (f" ({', '.join(parts)})" if parts else "") + ".")
+        out.append(text)
+    if not out:
+        out.append("It is the only feasible t x p x d layout.")
+    variants = int(same.sum()) - 1
+    if variants:
+        out.append(f"{variants} other switch setting(s) of the same t x p x d are also feasible (ZeRO stage, "
+                   "recompute, sequence parallelism, schedule, micro-batch); they rank below it.")
+    return tuple(out)
+
+
+def _limits(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
+    step = float(best["step_time_s"])
+    parts = sorted(((float(best[k]), name) for k, name in COMPONENTS.items() if k != "compute_s"), reverse=True)
+    parts = [(value, name) for value, name in parts if value > 1e-6 * step]
+    out = [f"Compute is {_share(best['compute_s'], step)} of the step; "
+           + (", ".join(f"{name} {value:,.2f} s ({_share(value, step)})" for value, name in parts) + "."
+              if parts else "nothing else is exposed.")]
+    if int(best["p"]) > 1:
+        out.append(f"Pipeline bubble {100 * best['bubble_fraction']:.1f} % of the timeline "
+                   f"({100 * best['bubble_vs_ideal']:.1f} % relative to ideal), simulated for {best['schedule']} with "
+                   f"p = {int(best['p'])}, m = {int(best['m'])}"
+                   + (f", v = {int(best['v'])}" if best["schedule"] == "interleaved" else "") + ".")
+    if int(best["t"]) > 1:
+        out.append(f"Tensor-parallel communication / compute per layer: {best['tp_ratio']:.3f} "
+                   f"(t = {int(best['t'])} over the {'server link' if not best['tp_crosses_node'] else 'network'}).")
+    headroom = float(best["headroom_bytes"])
+    if headroom < 0.1 * result.usable:
+        out.append(f"Memory is tight: {headroom / GB:,.1f} GB of headroom.")
+    if best["warnings"]:
+        out.extend(best["warnings"])
+    return tuple(out)
+
+
+def _assumptions(result: PlanResult) -> tuple[str, ...]:
+    bpp = result.bytes_per_param
+    a = result.assumptions
+    out = [f"{row['label']} = {row['value']:g}{' ' + row['unit'] if row['unit'] else ''}: {row['why']}"
+           for row in a.rows()]
+    out += [
+        f"Model states: {bpp.param_bytes:g} + {bpp.grad_bytes:g} + K = {bpp.k:g} bytes per parameter ({bpp.label}, "
+        f"{result.precision}), ZeRO over the d data-parallel ranks (ZeRO paper accounting); {result.split}.",
+        "ZeRO-3 also holds the gathered 16-bit parameters of one transformer layer plus the prefetched next one and "
+        "one layer's gradients (core.memory.fsdp, wrap per block).",
+        "Activations: Korthikanti et al. per layer, times the micro-batches in flight that the simulator measures "
+        "for the schedule, on the first or last stage (whichever holds more, logits included).",
+        f"Pipeline: simulated with unit op costs t_f : t_b : t_w = {_costs(False)} ({_costs(True)} for zero-bubble "
+        "schedules, which split the backward); recompute lengthens every op in proportion. The bubble share of "
+        "equal stages does not depend on the scale of the costs.",
+        f"GB = 1e9 bytes; the usable memory is {100 * (1 - a.reserve_frac):g} % of the GPU's "
+        f"{result.gpu.mem_gb:g} GB.",
+        *NOT_MODELLED,
+    ]
+    return tuple(out)
+
+
+def _costs(split: bool) -> str:
+    return " : ".join(f"{x:g}" for x in UNIT_COSTS[split])
+
+
+def _advice(result: PlanResult) -> tuple[str, ...]:
+    counts = Counter(r.split(":")[0] for rs in result.frame["reasons"] for r in rs)
+    return tuple(f"Most common: {tag} ({n:,}). Try: {ADVICE[tag]}." for tag, n in counts.most_common(3)
+                 if tag in ADVICE)

@@ -1,0 +1,248 @@
+"""Everything the ZeRO page and `python -m core zero` show for one parameter set, as plain data.
+
+`build(ZeroParams(...))` is the per-stage report both print, so a number checked through the CLI is the number on
+the page; `zero_view` adds what the page draws around it (stacked bars with activations, the curve against N_d,
+Table 1, communication). Optional parts (a stage/offload pair, DeepSpeed's node split, the activation
+simulation) become notes, so the rest of the view still draws. Bytes throughout; GB/GiB only when formatted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from core.cost import comm
+from core.errors import InputError
+from core.memory import activations, deepspeed_estimate, fit
+from core.memory import states as memory
+from core.memory.offload import placement, supported
+from core.model import counts, presets
+from core.params.memory import ZERO, ZeroParams
+from core.params.pipeline import PIPELINE
+from core.pipeline.result import peak_inflight
+from core.units import GB
+
+TABLE1_ND = (1, 4, 16, 64, 256, 1024)  # the columns of the ZeRO paper's Table 1
+CURVE_ND_MAX = 1 << 16
+
+
+@dataclass(frozen=True)
+class ZeroReport:
+    inputs: ZeroParams
+    psi_rank: float  # parameters per GPU before ZeRO (after the t x p split, most loaded stage)
+    bytes_per_param: memory.BytesPerParam
+    usable: float  # bytes per GPU for model states (and activations, which this report leaves out)
+    stages: dict[str, dict]  # STAGE_KEYS -> row
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"key": k} | row for k, row in self.stages.items()])
+
+    def as_json(self) -> dict:
+        return {k: {f: _plain(v) for f, v in row.items()} for k, row in self.stages.items()}
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def selected_stages(stage: str) -> tuple[int, ...]:
+    return tuple(range(4)) if stage == "all" else (int(stage),)
+
+
+def build(q: ZeroParams) -> ZeroReport:
+    """Per-stage breakdown: components, GPU/CPU placement with offload, communication, fit, smallest N_d."""
+    fit.check_gpu_count(q.t, q.p, q.nd, q.gpus)
+    if q.split == "embedding-on-ends" and not q.embedding:
+        raise InputError("embedding: the embedding-on-ends split needs the embedding size (vocabulary x hidden)")
+    bpp = memory.preset(q.optimizer, q.precision, q.k)
+    kw = bpp.kwargs()
+    psi = float(memory.params_per_rank(q.params, q.t, q.p, q.split, q.embedding))
+    usable = float(fit.usable_bytes(q.gpu_mem, q.reserve, q.reserve_frac))
+    dp_total = float(memory.model_states(psi, q.nd, 0, **kw).total)
+    chosen = selected_stages(q.stage)
+    if q.offload != "none" and len(chosen) == 1:
+        placement(psi, q.nd, chosen[0], q.offload, **kw)  # raises the clear error for an unsupported pair
+    stages = {}
+    for s in chosen:
+        states = memory.model_states(psi, q.nd, s, **kw)
+        mode = supported(q.offload, s)
+        placed = placement(psi, q.nd, s, mode, largest_layer=per_rank_layer(q), **kw)
+        sent = float(comm.zero_comm_bytes(psi, q.nd, s, bpp.param_bytes))
+        gpu = float(placed.gpu_total)
+        need = float(fit.min_nd(psi, s, usable, **kw)) if mode == "none" else float("nan")
+        row = {
+            "params": float(states.params), "grads": float(states.grads), "optimizer": float(states.optimizer),
+            "total": float(states.total), "offload": mode, "gpu": gpu,
+            "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)),
+            "floor": float(memory.floor_bytes(psi, s, **kw)),
+            "reduction_vs_dp": dp_total / float(states.total),
+            "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent, "comm_seconds": sent / (q.bw * GB),
+            "usable": usable, "fits": bool(gpu <= usable), "smallest_nd": need,
+        }
+        if q.deepspeed and s in (2, 3):
+            row |= _deepspeed(q, s)
+        stages[memory.STAGE_KEYS[s]] = row
+    return ZeroReport(q, psi, bpp, usable, stages)
+
+
+def per_rank_layer(q: ZeroParams) -> float:
+    return q.largest_layer / q.t
+
+
+def _deepspeed(q: ZeroParams, stage: int) -> dict:
+    """DeepSpeed's estimate for the same N_d, split into nodes of gpus_per_node (it knows nothing of t, p)."""
+    per_node = min(q.gpus_per_node, q.nd)
+    if q.nd % per_node:
+        raise InputError(f"deepspeed: N_d = {q.nd} is not a whole number of {per_node}-GPU nodes")
+    nodes = q.nd // per_node
+    offload = q.offload != "none"
+    if stage == 2:
+        est = deepspeed_estimate.zero2(q.params, per_node, nodes, offload)
+    else:
+        est = deepspeed_estimate.zero3(q.params, q.largest_layer, per_node, nodes, offload,
+                                       q.offload == "optimizer+params", True)
+    return {"deepspeed_gpu": float(est["gpu"]), "deepspeed_cpu_per_node": float(est["cpu"])}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What activations and FSDP units need of the model (from a preset or the custom inputs)."""
+
+    hidden: int
+    heads: int
+    layers: int
+    seq: int
+    vocab: int
+    block_params: float
+
+
+def preset_shape(key: str) -> Shape:
+    m = presets.model(key)
+    block = float(counts.layer_matmul_params(m.hidden, m.heads, m.kv_heads, m.ffn, m.swiglu))
+    return Shape(m.hidden, m.heads, m.layers, m.seq, m.vocab, block)
+
+
+def preset_note(key: str) -> str:
+    """One line naming a preset model's shape and its source (plain data from assets/models.json)."""
+    m = presets.model(key)
+    return (f"{m.name}: L = {m.layers}, h = {m.hidden}, a = {m.heads}, s = {m.seq}, V = {m.vocab}. "
+            f"Source: {m.source}")
+
+
+def preset_params(key: str) -> int:
+    return ZERO["params"].parse(presets.model(key).params)
+
+
+def preset_gpu(key: str) -> dict:
+    g = presets.gpu(key)
+    return {"gpu_mem": ZERO["gpu_mem"].parse(g.mem_gb), "gpus_per_node": ZERO["gpus_per_node"].parse(g.gpus_per_node),
+            "bw": ZERO["bw"].parse(g.inter_gbs)}
+
+
+@dataclass(frozen=True)
+class ActInputs:
+    mb: int
+    sequence_parallel: bool
+    recompute: str
+    schedule: str
+    m: int
+    v: int
+
+
+@dataclass(frozen=True)
+class StageBar:
+    """One bar of the stacked chart: bytes on one GPU by component, and whether it fits."""
+
+    key: str
+    label: str
+    offload: str
+    params: float
+    grads: float
+    optimizer: float
+    working: float  # a gathered layer streamed through the GPU (ZeRO-Infinity)
+    activations: float
+    cpu_per_node: float
+    total: float
+    fits: bool
+    smallest_nd: float  # with the activations, nan when offloading, inf when never
+
+
+@dataclass(frozen=True)
+class ActInfo:
+    schedule: str
+    p: int
+    m: int
+    v: int
+    inflight: float
+    report: dict
+
+
+@dataclass(frozen=True)
+class ZeroView:
+    report: ZeroReport
+    bars: tuple[StageBar, ...]
+    limits: dict[int, float]
+    curve: pd.DataFrame
+    table1: pd.DataFrame
+    comm: pd.DataFrame
+    act: ActInfo | None
+    notes: tuple[str, ...]
+    gpu_bytes: float  # the whole GPU memory, before any reserve
+
+
+def _activations(q: ZeroParams, shape: Shape, a: ActInputs) -> ActInfo:
+    if q.p > PIPELINE["p"].hi:
+        raise InputError(f"activations: the pipeline simulator covers p <= {PIPELINE['p'].hi:g}; p = {q.p} is "
+                         "left without activations")
+    inflight = peak_inflight(a.schedule, q.p, a.m, a.v)
+    rep = activations.report(shape.seq, a.mb, shape.hidden, shape.heads, shape.layers, q.p, inflight, q.t,
+                             a.sequence_parallel, a.recompute, shape.vocab)
+    return ActInfo(a.schedule, q.p, a.m, a.v, inflight, rep)
+
+
+def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
+    """Every number of the ZeRO page's main view, all stages side by side (the page caches it per input)."""
+    notes: list[str] = []
+    rep = build(replace(q, stage="all", deepspeed=False))
+    if q.stage != "all":
+        try:  # a single stage refuses an offload it cannot do (the "all" view falls back per stage)
+            build(replace(q, deepspeed=False))
+        except InputError as exc:
+            notes.append(str(exc))
+    if q.deepspeed:
+        try:  # DeepSpeed's estimate needs N_d to be whole nodes
+            rep = build(replace(q, stage="all"))
+        except InputError as exc:
+            notes.append(str(exc))
+    kw = rep.bytes_per_param.kwargs()
+    info = None
+    if act is not None:
+        try:
+            info = _activations(q, shape, act)
+        except InputError as exc:
+            notes.append(str(exc))
+    acts = info.report["peak"] if info else 0.0
+    layer = per_rank_layer(q)
+    bars = []
+    for s, key in enumerate(memory.STAGE_KEYS):
+        mode = supported(q.offload, s)
+        placed = placement(rep.psi_rank, q.nd, s, mode, largest_layer=layer, **kw)
+        both = fit.together(placed.gpu_total, acts, rep.usable)
+        need = float(fit.min_nd(rep.psi_rank, s, rep.usable, other_bytes=acts, **kw)) if mode == "none" else np.nan
+        bars.append(StageBar(key, memory.STAGE_LABELS[s], mode, float(placed.gpu["params"]),
+                             float(placed.gpu["grads"]), float(placed.gpu["optimizer"]), float(placed.working),
+                             acts, float(placed.cpu_per_node(q.gpus_per_node)), both["total"], both["fits"], need))
+    nds = sorted({*TABLE1_ND, q.nd})
+    return ZeroView(
+        report=rep, bars=tuple(bars), limits=memory.max_reduction(**kw),
+        curve=memory.curve_vs_nd(rep.psi_rank, max(CURVE_ND_MAX, q.nd), 80, **kw),
+        table1=memory.table1(rep.psi_rank, nds, **kw),
+        comm=comm.zero_comm_table(rep.psi_rank, q.nd, q.bw, rep.bytes_per_param.param_bytes),
+        act=info, notes=tuple(notes), gpu_bytes=float(fit.usable_bytes(q.gpu_mem)),
+    )

@@ -1,0 +1,38 @@
+"""The ZeRO page's view is assembled in core (core.views.zero) and carries the paper's numbers without streamlit."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.params.memory import ZeroParams
+from core.views.zero import ActInputs, preset_shape, zero_view
+
+GB = 1e9
+
+
+def test_the_view_of_the_default_inputs_is_the_zero_papers_7_5b_column():
+    view = zero_view(ZeroParams(), preset_shape("zero-7.5b"), None)
+    totals = {bar.key: round(bar.total / GB, 2) for bar in view.bars}
+    assert totals == {"dp": 120.0, "zero1": 31.41, "zero2": 16.64, "zero3": 1.88}
+    row = view.table1.set_index("N_d").loc[1024] / GB  # the paper's Table 1, N_d = 1024: 120, 30.1, 15.1, 0.12
+    assert [round(float(x), 2) for x in row] == [120.0, 30.09, 15.1, 0.12]
+    assert view.comm["volume [x Psi]"].tolist() == [2.0, 2.0, 2.0, 3.0]
+    assert view.notes == ()
+    assert all(bar.activations == 0.0 for bar in view.bars)
+
+
+def test_activations_are_added_to_every_bar_and_named_when_p_is_beyond_the_simulator():
+    shape = preset_shape("gpt3-175b")
+    act = ActInputs(mb=1, sequence_parallel=True, recompute="selective", schedule="1f1b", m=8, v=2)
+    view = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), shape, act)
+    assert view.act is not None and view.act.inflight == 8  # 1F1B's first stage holds p micro-batches
+    assert {bar.activations for bar in view.bars} == {view.act.report["peak"]}
+    assert view.act.report["peak"] > 0
+    far = zero_view(ZeroParams(p=128, gpus=0), shape, act)
+    assert far.act is None and any("p <= 64" in n for n in far.notes)
+
+
+@pytest.mark.parametrize("stage", ["1", "2"])
+def test_an_offload_a_stage_cannot_do_is_a_note_not_an_error(stage):
+    view = zero_view(ZeroParams(stage=stage, offload="optimizer+params"), preset_shape("zero-7.5b"), None)
+    assert view.notes and "offload" in view.notes[0]
