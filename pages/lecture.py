@@ -15,8 +15,8 @@ from ui.url_state import sync_url
 from ui.widgets import show_notices, spec_input
 
 SPECS = {**LECTURE, **ANSWERS, **LECTURE_VIEW}
-STEPS = {"e1_idle": 0.5, "e2_psi": 0.5, "e2_mem": 1.0, "e3_gb": 0.1}  # slider steps of the float inputs
-BOXES = {"q_psi", "q_nd", "r1_psi", "r1_n"}  # ranges too wide for a slider: number boxes
+STEPS = {"e1_idle": 0.5, "e2_psi": 0.5, "e2_mem": 1.0, "e3_gb": 0.1, "r1_mem": 1.0}  # slider steps of the float inputs
+BOXES = {"q_psi", "q_nd", "r1_psi", "r1_n", "r1_hidden", "r1_seq"}  # ranges too wide for a slider: number boxes
 
 page_header("lecture")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists
@@ -109,8 +109,10 @@ with tabs[2]:
     st.markdown("Try each one before you reveal the worked answer.")
     question("R1. Per-GPU memory under ZeRO", lt.q_r1, "r1_psi", "r1_n")
     psi, n = values["r1_psi"], values["r1_n"]
+    st.caption(lt.R1_SHAPE)
+    shape = inputs("r1_mem", "r1_hidden", "r1_layers", "r1_seq", "r1_mb")
     if box := answer("r1_ans", show):
-        box.markdown(lt.a_r1(cl.zero_stages(psi, n, "r1_psi", "r1_n")))
+        box.markdown(lt.a_r1(cl.zero_stages(psi, n, "r1_psi", "r1_n"), cl.states_with_activations(psi, n, *shape)))
     question("R2. A deeper pipeline", lt.q_r2, "r2_p0", "r2_p1", "r2_m")
     p0, p1, m = values["r2_p0"], values["r2_p1"], values["r2_m"]
     if box := answer("r2_ans", show):

@@ -101,6 +101,7 @@ if views:
         st.dataframe([v.headline() for v in drawn], hide_index=True, column_config={
             "idle share": st.column_config.NumberColumn(format="percent"),
             "relative to ideal": st.column_config.NumberColumn(format="percent"),
+            "efficiency": st.column_config.NumberColumn(format="percent"),
             "closed form idle share": st.column_config.NumberColumn(format="percent"),
             "simulated, same convention": st.column_config.NumberColumn(format="percent")})
 

@@ -27,6 +27,13 @@ def test_seed_1f1b_numbers_text_and_closed_form():
     assert rows["bubble time, worst device"]["simulated"] == 9 == rows["bubble time, worst device"]["closed form"]
     assert rows["idle share"]["closed form"] == pytest.approx(3 / 11) and rows["idle share"]["difference"] == 0
     assert rows["relative to ideal"]["closed form"] == pytest.approx(3 / 8)
+    # Seed 000, step 2: pipeline efficiency m/(m+p-1) = 8/11 beside the idle share.
+    assert rows["pipeline efficiency"]["closed form"] == pytest.approx(8 / 11)
+    assert rows["pipeline efficiency"]["simulated"] == pytest.approx(8 / 11)
+    # Seed 002: at p = 4, m = 8, (p-1)/m = 37.5 % overstates the true 27.3 % "by roughly 37-38 %".
+    assert rows["relative / idle share - 1"]["closed form"] == pytest.approx(0.375)
+    assert rows["relative / idle share - 1"]["simulated"] == pytest.approx(0.375)
+    assert view.headline()["efficiency"] == pytest.approx(8 / 11)
     assert [r["peak held"] for r in view.per_device()] == [4, 3, 2, 1]
     assert view.csv_note == "" and view.trace_note == ""
 
@@ -34,7 +41,7 @@ def test_seed_1f1b_numbers_text_and_closed_form():
 def test_zero_bubble_is_compared_in_its_span_convention():
     # ZB-H1, T_F = T_B = T_W = 1: (p-1)(T_F+T_B-T_W) = 3 per device, Qi et al. 2024, Table 2.
     view = pipeline_view(PipelineParams(schedule="zb-h1", p=4, m=8, tf=1, tb=1, tw=1))
-    assert [r["convention"] for r in view.bubble_rows] == ["span"] * 3 + ["makespan"] * 3
+    assert [r["convention"] for r in view.bubble_rows] == ["span"] * 5 + ["makespan"] * 5
     span = rows_of(view, "span")
     assert span["bubble time, worst device"]["simulated"] == 3 == span["bubble time, worst device"]["closed form"]
     assert all(r["closed form"] is None for r in rows_of(view, "makespan").values())

@@ -58,3 +58,9 @@ def deeper_pipeline(p_before: int, p_after: int, m: int) -> lecture.DeeperPipeli
 @cached(max_entries=64)
 def more_microbatches(p: int, m_before: int, m_after: int) -> lecture.MoreMicrobatches:
     return lecture.more_microbatches(p, m_before, m_after)
+
+
+@cached(max_entries=64)
+def states_with_activations(psi_billion: float, n: int, mem_gb: float, hidden: int, layers: int, seq: int,
+                            mb: int) -> lecture.StatesWithActivations:
+    return lecture.states_with_activations(psi_billion, n, mem_gb, hidden, layers, seq, mb)

@@ -9,7 +9,7 @@ from core.views.lecture import ConventionAnswer, FitAnswer, MicrobatchAnswer, On
 from ui.figures_zero import memory_vs_nd, style
 
 SCHEDULE_COLORS = {"gpipe": "#0072B2", "1f1b": "#D55E00"}
-FORMULA_COLOR, SIM_COLOR, TARGET_COLOR = "#444444", "#D55E00", "#009E73"
+FORMULA_COLOR, SIM_COLOR, TARGET_COLOR, RULE_COLOR = "#444444", "#D55E00", "#009E73", "#CC79A7"
 
 
 def bubble_vs_m(ans: MicrobatchAnswer) -> go.Figure:
@@ -29,6 +29,10 @@ def bubble_vs_m(ans: MicrobatchAnswer) -> go.Figure:
     fig.add_scatter(x=[ans.m, ans.m], y=[0, ans.curve_share.max()], mode="lines+text",
                     text=["", f" m = {ans.m:,}"], textposition="bottom right", showlegend=False, hoverinfo="skip",
                     line={"color": TARGET_COLOR, "width": 2, "dash": "dot"})
+    fig.add_scatter(x=[ans.rule_m], y=[ans.rule_share], mode="markers+text", name="GPipe's m = 4p",
+                    text=[f"m = 4p = {ans.rule_m:,}"], textposition="top right",
+                    marker={"color": RULE_COLOR, "size": 13, "symbol": "diamond"},
+                    hovertemplate="GPipe's rule of thumb m = 4p = %{x}: %{y:.2%} idle<extra></extra>")
     fig.update_xaxes(type="log", dtick=1, title="micro-batches m (log scale)")
     fig.update_yaxes(title="idle share of the timeline", tickformat=".0%", rangemode="tozero")
     return style(fig, f"GPipe bubble at p = {ans.p}", height=380)

@@ -21,15 +21,27 @@ def a_e1(a: lecture.MicrobatchAnswer) -> str:
     before = "" if a.formula_before is None else (
         f" One micro-batch fewer (m = {a.m_before:,}) would leave {a.formula_before:.2%} idle.")
     head = (f"**m = {a.m:,}.** The idle share of a flushed pipeline is (p-1)/(m+p-1); it shrinks as m grows, and "
-            f"at m = {a.m:,} it is {a.formula_at_m:.2%}, the first value at or under {a.target:.2%}.{before}")
+            f"at m = {a.m:,} it is {a.formula_at_m:.2%}, the first value at or under {a.target:.2%} (pipeline "
+            f"efficiency m/(m+p-1) = {a.efficiency_at_m:.2%}).{before}")
+    if a.m_under != a.m:
+        head += (f" Strictly *under* {a.target:.2%}, the wording of the module's step 2, needs **m = {a.m_under:,}**: "
+                 f"at m = {a.m:,} the share equals the target exactly.")
     if a.simulated_at_m is None:
         return head + (f" The simulator stops at {lecture.M_MAX:,} micro-batches, so this answer rests on the "
                        "closed form alone; the dots on the figure are simulations at smaller m.")
     prev = "" if a.simulated_before is None else f" and {a.simulated_before:.2%} at m = {a.m_before:,}"
     verdict = "agrees" if a.verified else "disagrees"
     return head + (f"\n\nThe simulator {verdict}: it measures {a.simulated_at_m:.2%} idle at m = {a.m:,}{prev}. "
-                   "The rule of thumb behind it: the fill and the drain cost p-1 slots whatever m is, so m has to "
-                   "be many times p before they stop mattering.")
+                   "The fill and the drain cost p-1 slots whatever m is, so m has to be many times p before they "
+                   f"stop mattering.\n\n{rule_of_thumb(a)}")
+
+
+def rule_of_thumb(a: lecture.MicrobatchAnswer) -> str:
+    """GPipe's M >= 4 x K, with what the idle share says at that m (marked on the figure)."""
+    sim = "" if a.rule_simulated is None else f", {a.rule_simulated:.2%} simulated"
+    return (f"GPipe's rule of thumb: the overhead is negligible once **m >= 4 x p** (m = {a.rule_m:,} here). The "
+            f"idle share there is still {a.rule_share:.2%} (closed form{sim}); GPipe's own runs recompute activations "
+            "in the backward pass, which fills part of that idle time, so treat 4 x p as a floor, not a target.")
 
 
 def q_e2(psi: float, mem: float) -> str:
@@ -89,8 +101,11 @@ def a_e4(a: lecture.ConventionAnswer) -> str:
     return (f"**{a.share:.2%} of the timeline.** The quoted number is x = (p-1)/m = {a.relative:.4f} of the ideal "
             f"time; as a share of the whole timeline it becomes x / (1 + x) = {a.share:.4f}, which is exactly "
             f"(p-1)/(m+p-1) = {a.formula_share:.4f}. The simulator measures {a.simulated_share:.4f} idle (and "
-            f"{a.simulated_relative:.4f} relative to the busy time).\n\nBoth conventions describe the same idle "
-            "time; they differ in the denominator (ideal time or whole timeline), and the gap closes as m grows.")
+            f"{a.simulated_relative:.4f} relative to the busy time); the pipeline efficiency m/(m+p-1) is "
+            f"{a.efficiency:.2%}.\n\nBoth conventions describe the same idle time; they differ in the denominator "
+            "(ideal time or whole timeline). Read as an idle share, (p-1)/m "
+            f"**overstates it by {a.overstatement:.1%}** here (simulated: {a.simulated_overstatement:.1%}): the "
+            "overstatement is (p-1)/m itself, so the gap closes only as m grows.")
 
 
 # --- checkpoint quiz --------------------------------------------------------------------------------------
@@ -117,7 +132,8 @@ def a_q2(a: lecture.MoreMicrobatches) -> str:
             f"useful work. Simulated at p = {a.p}: **{a.bubble_before:.2%} idle with m = {a.m_before}, "
             f"{a.bubble_after:.2%} with m = {a.m_after}**.\n\nThe cost: under GPipe stage 0 holds every micro-batch "
             f"until its backward, **{a.held_before:g} then {a.held_after:g} micro-batches** of activations; and "
-            "smaller micro-batches keep the GPU's matrix units less busy.")
+            "smaller micro-batches keep the GPU's matrix units less busy.\n\nGPipe's rule of thumb is m >= 4 x p "
+            f"(m = {a.rule_m} at p = {a.p}), where the idle share is still {a.rule_share:.2%} by the closed form.")
 
 
 def a_q3(a: lecture.OneFOneBAnswer) -> str:
@@ -151,7 +167,7 @@ def a_q5(a: lecture.StageContents) -> str:
             f"and again before the backward, then reduce-scatters the gradients: **{v['ZeRO-3']:g} Psi, "
             f"{a.stage3_over_dp:g} times** plain DP. For {a.psi:,.0f} parameters on N_d = {a.nd:,} ranks with "
             f"16-bit values, each rank sends {fmt_bytes(sent['DP'])} per step under DP, ZeRO-1 and ZeRO-2, and "
-            f"{fmt_bytes(sent['ZeRO-3'])} under ZeRO-3.")
+            f"{fmt_bytes(sent['ZeRO-3'])} under ZeRO-3.\n\n*Units:* {a.units_note}")
 
 
 # --- active recall (seed 002) ------------------------------------------------------------------------------
@@ -162,11 +178,25 @@ def q_r1(psi: float, n: int) -> str:
             "What is the per-GPU model-state memory under ZeRO stage 1, and under stage 3?")
 
 
-def a_r1(a: lecture.StageContents) -> str:
+RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation", "full": "full recomputation"}
+R1_SHAPE = ("For \"once activations are added\": the GPU and a shape for the model (heads of size 128), one "
+            "micro-batch through every layer, no pipeline or tensor parallelism.")
+
+
+def a_r1(a: lecture.StageContents, w: lecture.StatesWithActivations) -> str:
     t = {r["stage"]: r["total"] for r in a.rows}
-    return (f"**Stage 1: {fmt_bytes(t[1])}. Stage 3: {fmt_bytes(t[3])}.** Stage 1 keeps the 16-bit parameters "
+    head = (f"**Stage 1: {fmt_bytes(t[1])}. Stage 3: {fmt_bytes(t[3])}.** Stage 1 keeps the 16-bit parameters "
             "and gradients whole (4 bytes per parameter) and splits only the 12 bytes of optimizer state; stage 3 "
-            f"splits all 16. Plain DP would need {fmt_bytes(t[0])}. Leave room for activations on top.")
+            f"splits all 16. Plain DP would need {fmt_bytes(t[0])}.")
+    gb = fmt_bytes(w.usable)
+    lines = [f"- {RECOMPUTE_WORDS[mode]}: activations {fmt_bytes(x)}; stage 1 {fmt_bytes(w.totals[1][mode])} "
+             f"({'fits' if w.fits[1][mode] else 'too large'}), stage 3 {fmt_bytes(w.totals[3][mode])} "
+             f"({'fits' if w.fits[3][mode] else 'too large'})" for mode, x in w.activations.items()]
+    verdict = ("so stage 1 is **still too large once activations are added**"
+               if not w.fits[1]["none"] else "so at this shape stage 1 still fits with its activations")
+    return (f"{head}\n\nWith activations on ({w.heads} heads, one micro-batch, against {gb} per GPU), stage 1 "
+            f"needs {fmt_bytes(w.totals[1]['none'])} without recomputation, {verdict}:\n\n" + "\n".join(lines)
+            + "\n\nStage 3 leaves room for the activations and a larger batch.")
 
 
 def q_r2(p0: int, p1: int, m: int) -> str:

@@ -59,6 +59,8 @@ def _summary_text(result) -> str:
         ["makespan", f"{s['makespan']:.6g}", ""],
         ["bubble, idle share of the whole timeline", f"{s['bubble_fraction']:.4f}", ""],
         ["bubble, relative to ideal time", f"{s['bubble_vs_ideal']:.4f}", ""],
+        ["pipeline efficiency, 1 - idle share", f"{s['pipeline_efficiency']:.4f}",
+         _fmt(s["formula_pipeline_efficiency"] if conv == "makespan" else None)],
         [f"bubble time per device ({conv} convention)", f"{t:.6g}", _fmt(s["formula_bubble_time"])],
         [f"idle share ({conv} convention)", f"{share:.4f}", _fmt(s["formula_bubble_fraction"])],
         [f"relative to ideal ({conv} convention)", f"{rel:.4f}", _fmt(s["formula_bubble_vs_ideal"])],

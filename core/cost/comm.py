@@ -58,6 +58,15 @@ def zero_volume_multiple(stage) -> np.ndarray:
     return table[stage]
 
 
+def volume_units_note(bytes_per_value: float = 2.0) -> str:
+    """Where the course's wording differs: the chapter (seed 002) writes DDP's all-reduce as "2 Psi bytes";
+    the ZeRO paper and this tool count Psi values, so the bytes are the volume times the bytes per value."""
+    b = float(validate.number("bytes_per_value", bytes_per_value, 0.5, 8))
+    return (f"Psi counts values, not bytes. With {b:g}-byte values, 2 Psi is {2 * b:g} Psi bytes and 3 Psi is "
+            f"{3 * b:g} Psi bytes. The chapter writes \"about 2 Psi bytes\" for DDP's all-reduce: read it as 2 Psi "
+            "values.")
+
+
 def zero_comm_bytes(psi, nd, stage, bytes_per_value=2.0) -> np.ndarray:
     """Bytes each rank sends per step for a stage's collectives on N_d ranks (16-bit values by default)."""
     psi, nd = check_psi(psi), check_nd(nd)

@@ -51,6 +51,14 @@ LECTURE = table(
     # Active recall (seed 002): Q1 per-GPU states, Q2 deeper pipeline, Q6 more micro-batches.
     Spec("r1_psi", "float", 13.0, 0.5, PSI_MAX_B, label="Model size", unit="billion parameters"),
     Spec("r1_n", "int", 16, 1, 1 << 20, label="GPUs N (data-parallel degree)"),
+    # Recall 1's "once activations are added": a shape for the model (40 layers of width 5120, as 13B models
+    # such as Llama 2 13B have; heads of size 128), GPT-3's 2048-token context, one sequence per micro-batch.
+    Spec("r1_mem", "float", 80.0, 8.0, 256.0, label="GPU memory", unit="GB (1e9 bytes)"),
+    Spec("r1_hidden", "int", 5120, 128, 65536, label="Hidden size h",
+         help="Model width; the attention heads are taken as h / 128 (head size 128)."),
+    Spec("r1_layers", "int", 40, 1, 1024, label="Layers L"),
+    Spec("r1_seq", "int", 2048, 1, 1 << 17, label="Sequence length s", unit="tokens"),
+    Spec("r1_mb", "int", 1, 1, 1024, label="Micro-batch size b", unit="sequences"),
     Spec("r2_p0", "int", 4, 2, P_MAX, label="Stages before"),
     Spec("r2_p1", "int", 8, 2, P_MAX, label="Stages after"),
     Spec("r2_m", "int", 8, 1, M_MAX, label="Micro-batches m"),

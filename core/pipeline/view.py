@@ -15,6 +15,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
+from core.pipeline.formulas import overstatement
 from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, PipelineResult, simulate
 from core.pipeline.schedules.ir import Schedule
@@ -54,6 +55,7 @@ class PipelineView:
             "schedule": self.params.schedule,
             "makespan": s["makespan"],
             "idle share": s["bubble_fraction"],
+            "efficiency": s["pipeline_efficiency"],
             "relative to ideal": s["bubble_vs_ideal"],
             "closed form convention": s["formula_convention"],
             "closed form idle share": s["formula_bubble_fraction"],
@@ -94,7 +96,8 @@ def pipeline_view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = 
 
 
 def bubble_rows(result: PipelineResult) -> list[dict[str, Any]]:
-    """Bubble time, idle share and relative-to-ideal, simulated and closed form, per convention.
+    """Bubble time, idle share, relative-to-ideal, efficiency (1 - idle share, m/(m+p-1) for GPipe) and how much
+    the relative number overstates the idle share, simulated and closed form, per convention.
 
     The closed form is compared in its own convention; the makespan convention is always listed
     (with no closed-form column when the formula is stated in the span convention).
@@ -110,6 +113,9 @@ def bubble_rows(result: PipelineResult) -> list[dict[str, Any]]:
             ("bubble time, worst device", t, f and f.bubble_time),
             ("idle share: bubble / (bubble + ideal)", share, f and f.fraction),
             ("relative to ideal: bubble / ideal", rel, f and f.relative),
+            ("pipeline efficiency: ideal / (bubble + ideal)", 1.0 - share, f and 1.0 - f.fraction),
+            ("relative / idle share - 1: how much the relative number overstates", overstatement(share),
+             f and overstatement(f.fraction)),
         ):
             rows.append({"convention": conv, "quantity": quantity, "simulated": sim,
                          "closed form": None if f is None else closed,

@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from core.cost import comm
-from core.memory import fit
+from core.memory import activations, fit
 from core.memory import states as memory
 from core.params.lecture import LECTURE, M_MAX
+from core.params.memory import RECOMPUTE_MODES
 from core.pipeline import formulas
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.schedules.ir import F
@@ -68,13 +69,20 @@ class MicrobatchAnswer:
     curve_share: np.ndarray
     points_m: np.ndarray  # m values that were simulated
     points_share: np.ndarray
+    efficiency_at_m: float  # m/(m+p-1): the busy share at the answer
+    m_under: int  # smallest m strictly under the target (the module's "under 5 %" wording)
+    rule_m: int  # GPipe's rule of thumb, m = 4p
+    rule_share: float  # the closed-form idle share there
+    rule_simulated: float | None  # and the simulated one (None beyond the simulator's range)
 
 
 def microbatches_for_idle(p: int, idle_pct: float) -> MicrobatchAnswer:
-    """Exercise 1: the smallest m with a GPipe bubble of at most `idle_pct` %, checked by simulation."""
+    """Exercise 1: the smallest m with a GPipe bubble of at most `idle_pct` % (and strictly under it, the
+    module's step-2 wording: they differ only where the target is hit exactly), checked by simulation."""
     p, idle = _get("e1_p", p), _get("e1_idle", idle_pct)
     target = idle / PERCENT
     m = formulas.min_microbatches(p, target, strict=False)
+    rule = formulas.gpipe_rule_of_thumb(p)
     formula_at = formulas.gpipe_bubble_share(p, m)
     formula_before = formulas.gpipe_bubble_share(p, m - 1) if m > 1 else None
     sim_at = _gpipe(p, m).timeline.bubble_fraction if simulable(m) else None
@@ -82,7 +90,7 @@ def microbatches_for_idle(p: int, idle_pct: float) -> MicrobatchAnswer:
     verified = None
     if sim_at is not None:
         verified = sim_at <= target + TOLERANCE and (sim_before is None or sim_before > target + TOLERANCE)
-    top = int(min(max(2 * m, 16), M_MAX)) if simulable(m) else int(2 * m)
+    top = int(min(max(2 * m, 16, 2 * rule), M_MAX)) if simulable(m) else int(max(2 * m, 2 * rule))
     curve_m = np.unique(np.round(np.geomspace(1, top, 200)).astype(np.int64))
     marks = np.unique(np.concatenate([np.round(np.geomspace(1, min(top, M_MAX), CURVE_POINTS)).astype(np.int64),
                                       [m] if simulable(m) else []])).astype(np.int64)
@@ -92,6 +100,9 @@ def microbatches_for_idle(p: int, idle_pct: float) -> MicrobatchAnswer:
         simulated_at_m=sim_at, simulated_before=sim_before, verified=verified,
         curve_m=curve_m, curve_share=np.asarray(formulas.gpipe_bubble_share(p, curve_m), dtype=float),
         points_m=marks, points_share=np.array([_gpipe(p, int(k)).timeline.bubble_fraction for k in marks]),
+        efficiency_at_m=formulas.gpipe_efficiency(p, m), m_under=formulas.min_microbatches(p, target, strict=True),
+        rule_m=rule, rule_share=formulas.gpipe_bubble_share(p, rule),
+        rule_simulated=_gpipe(p, rule).timeline.bubble_fraction if simulable(rule) else None,
     )
 
 
@@ -188,15 +199,20 @@ class ConventionAnswer:
     formula_share: float  # (p-1)/(m+p-1) written directly
     simulated_share: float
     simulated_relative: float
+    overstatement: float  # (p-1)/m over the idle share, minus one (seed 002: 37.5 % at p = 4, m = 8)
+    simulated_overstatement: float
+    efficiency: float  # m/(m+p-1)
 
 
 def convert_conventions(p: int, m: int) -> ConventionAnswer:
-    """Exercise 4: (p-1)/m turned into an idle share, beside the closed form and the simulation."""
+    """Exercise 4: (p-1)/m turned into an idle share, beside the closed form and the simulation, and how much
+    the quoted number overstates the idle share."""
     p, m = _get("e4_p", p), _get("e4_m", m)
     f, _ = formulas.bubble_formula("gpipe", p, m)
     tl = _gpipe(p, m).timeline
     return ConventionAnswer(p, m, f.relative, formulas.share_from_relative(f.relative), f.fraction,
-                            tl.bubble_fraction, tl.bubble_vs_ideal)
+                            tl.bubble_fraction, tl.bubble_vs_ideal, formulas.overstatement(f.fraction),
+                            formulas.overstatement(tl.bubble_fraction), formulas.gpipe_efficiency(p, m))
 
 
 # --- checkpoint quiz ---------------------------------------------------------------------------------------
@@ -231,6 +247,8 @@ class MoreMicrobatches:
     bubble_after: float
     held_before: float  # GPipe, stage 0
     held_after: float
+    rule_m: int  # GPipe's rule of thumb m = 4p
+    rule_share: float  # the closed-form idle share there
 
 
 def more_microbatches(p: int, m_before: int, m_after: int) -> MoreMicrobatches:
@@ -238,8 +256,10 @@ def more_microbatches(p: int, m_before: int, m_after: int) -> MoreMicrobatches:
     p = _get("r6_p", p)
     m0, m1 = _get("r6_m0", m_before), _get("r6_m1", m_after)
     a, b = _gpipe(p, m0).timeline, _gpipe(p, m1).timeline
+    rule = formulas.gpipe_rule_of_thumb(p)
     return MoreMicrobatches(p, m0, m1, a.bubble_fraction, b.bubble_fraction,
-                            float(a.peak_inflight[0]), float(b.peak_inflight[0]))
+                            float(a.peak_inflight[0]), float(b.peak_inflight[0]), rule,
+                            formulas.gpipe_bubble_share(p, rule))
 
 
 def quiz_microbatches(p: int, m: int) -> MoreMicrobatches:
@@ -260,6 +280,7 @@ class StageContents:
     rows: list[dict]  # per stage: label, bytes of each component, which are sharded, total
     volumes: list[dict]  # per stage: collectives, volume in Psi, bytes sent per rank
     stage3_over_dp: float  # ZeRO-3's volume relative to plain data parallelism (1.5)
+    units_note: str  # Psi counts values here; the chapter writes "2 Psi bytes"
 
 
 def zero_stages(psi_billion: float, nd: int, key_psi: str = "q_psi", key_nd: str = "q_nd") -> StageContents:
@@ -274,7 +295,7 @@ def zero_stages(psi_billion: float, nd: int, key_psi: str = "q_psi", key_nd: str
     table = comm.zero_comm_table(psi, nd)
     volumes = table[["stage_label", "collectives", "volume [x Psi]", "sent per rank [bytes]"]].to_dict("records")
     ratio = float(comm.zero_volume_multiple(3) / comm.zero_volume_multiple(0))
-    return StageContents(psi, nd, rows, volumes, ratio)
+    return StageContents(psi, nd, rows, volumes, ratio, comm.volume_units_note())
 
 
 # --- active recall (seed 002) ------------------------------------------------------------------------------
@@ -297,6 +318,38 @@ def deeper_pipeline(p_before: int, p_after: int, m: int) -> DeeperPipeline:
     a, b = _gpipe(p0, m), _gpipe(p1, m)
     return DeeperPipeline(m, p0, p1, a.timeline.bubble_fraction, b.timeline.bubble_fraction,
                           a.schedule.num_stages - 1, b.schedule.num_stages - 1)
+
+
+@dataclass(frozen=True)
+class StatesWithActivations:
+    psi: float
+    n: int
+    usable: float  # bytes of one GPU
+    heads: int  # h / 128
+    states: dict[int, float]  # stage -> model-state bytes per GPU
+    activations: dict[str, float]  # recompute mode -> bytes of one micro-batch through all L layers (no pipeline)
+    totals: dict[int, dict[str, float]]  # stage -> mode -> states + activations
+    fits: dict[int, dict[str, bool]]
+
+
+HEAD_SIZE = 128  # the head size the recall question assumes (heads = h / 128)
+
+
+def states_with_activations(psi_billion: float, n: int, mem_gb: float, hidden: int, layers: int, seq: int,
+                            mb: int) -> StatesWithActivations:
+    """Recall 1 with activations on: ZeRO-1 and ZeRO-3 model states per GPU plus the activations of one
+    micro-batch (Korthikanti et al., no pipeline, no tensor parallelism) in each recompute mode, against the GPU."""
+    psi, n = _get("r1_psi", psi_billion) * BILLION, _get("r1_n", n)
+    mem, h, L = _get("r1_mem", mem_gb), _get("r1_hidden", hidden), _get("r1_layers", layers)
+    s, b = _get("r1_seq", seq), _get("r1_mb", mb)
+    heads = max(1, h // HEAD_SIZE)
+    usable = float(fit.usable_bytes(mem))
+    states = {st: float(memory.model_states(psi, n, st).total) for st in (1, 3)}
+    acts = {mode: float(activations.stage_bytes(s, b, h, heads, L, 1, recompute=mode)["total"])
+            for mode in RECOMPUTE_MODES}
+    totals = {st: {mode: states[st] + a for mode, a in acts.items()} for st in states}
+    fits = {st: {mode: bool(fit.fits(x, usable)) for mode, x in row.items()} for st, row in totals.items()}
+    return StatesWithActivations(psi, n, usable, heads, states, acts, totals, fits)
 
 
 # --- ZeRO's ceilings (quiz 4, and the floors on the ZeRO page) ---------------------------------------------
