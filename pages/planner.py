@@ -23,7 +23,7 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 
 # --- inputs ----------------------------------------------------------------------------------------------
 v: dict = {}
-for col, key in zip(st.columns([3, 3, 2, 2, 2]), ("model", "gpu", "gpus", "batch", "mb_sizes"), strict=True):
+for col, key in zip(st.columns([3, 3, 2, 2, 2, 2]), ("model", "gpu", "gpus", "batch", "seq", "mb_sizes"), strict=True):
     v[key] = spec_input(PLAN[key], container=col)
 if v["model"] == "custom":
     with st.expander("Custom model (the parameter count is derived when left at 0)", expanded=True):

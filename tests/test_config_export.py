@@ -73,7 +73,7 @@ def test_deepspeed_json_round_trips_and_uses_confirmed_keys(layout):
     assert "offload_param" not in zero or zero["stage"] == 3
     assert all(not k.startswith("stage3_") for k in zero) or zero["stage"] == 3
     assert "overlap_comm" not in zero or zero["stage"] >= 2
-    assert ("bf16" in cfg) == (layout.precision == "bf16") and ("fp16" in cfg) == (layout.precision == "fp16")
+    assert ("bf16" in cfg) == (layout.half == "bf16") and ("fp16" in cfg) == (layout.half == "fp16")
 
 
 def _words(command: str) -> list[str]:

@@ -15,8 +15,11 @@ SHARED = {"gpu_mem": "gpu_mem", "gpn": "gpus_per_node", "inter_bw": "bw", "gpus"
 def test_planner_reuses_the_model_and_cluster_specs():
     for key in ("gpus", "batch", "gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "eff"):
         assert PLAN[key] is CLUSTER[key]
-    for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "params", "mlp", "tied"):
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied", "experts",
+                "top_k", "shared_experts", "expert_ffn", "dense_layers"):
         assert PLAN[key] is MODEL[key]
+    # The planner's seq also serves presets (0 = the preset's own length), within MODEL's range otherwise.
+    assert PLAN["seq"].hi == MODEL["seq"].hi and PLAN["seq"].default == 0
     assert PLAN["optimizer"] is ZERO["optimizer"] and PLAN["k"] is ZERO["k"]
 
 

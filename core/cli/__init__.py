@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "activations": ("core.cli.activations", "activation memory per GPU (Korthikanti et al.)"),
     "equivalence": ("core.cli.equivalence", "sharded Adam vs replicated Adam, bit for bit"),
     "plan": ("core.cli.plan", "enumerate and rank t x p x d layouts"),
+    "model": ("core.cli.model", "a model's architecture, total and active parameter counts"),
 }
 
 

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     inflight, source = inflight_from(values, args.schedule is not None)
     result = activations.report(values["seq"], values["mb"], values["hidden"], values["heads"], values["layers"],
                                 values["p"], inflight, values["t"], values["sequence_parallel"],
-                                values["recompute"], values["vocab"])
+                                values["recompute"], values["vocab"], values["cp"], values["fp8"])
     result["inflight_source"] = source
     if values["params"] is not None:
         psi = memory.params_per_rank(values["params"], values["t"], values["p"])
@@ -73,7 +73,8 @@ def _human(values: dict, r: dict) -> str:
     sp = "with" if values["sequence_parallel"] else "without"
     lines = [
         f"Activations per GPU: s={values['seq']}, b={values['mb']}, h={values['hidden']}, a={values['heads']}, "
-        f"L={values['layers']}, t={values['t']} ({sp} sequence parallelism), recompute {values['recompute']}",
+        f"L={values['layers']}, t={values['t']} ({sp} sequence parallelism), cp={values['cp']}, "
+        f"recompute {values['recompute']}{', FP8 activations' if values['fp8'] else ''}",
         f"{r['layers_per_stage']:g} layers per stage (p = {values['p']}), {r['inflight']:g} micro-batches in flight "
         f"({r['inflight_source']}). Units: GB = 1e9 bytes, GiB = 2^30 bytes.",
         "",

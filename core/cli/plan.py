@@ -1,6 +1,7 @@
 """`python -m core plan`: enumerate and rank t x p x d layouts, explain the best, export its configs.
 
     python -m core plan --model llama3-70b --gpus 64 --gpu a100-80gb --global-batch 512
+    python -m core plan --model llama3-405b --seq 131072 --gpus 16384 --gpu h100-80gb --global-batch 128
     python -m core plan --layers 80 --hidden 8192 --heads 64 --seq 4096 --vocab 128256 --params 70e9 \\
         --gpus 64 --gpu-mem 80 --gpu-tflops 312 --gpus-per-node 8 --global-batch 512 --json
     python -m core plan --model bloom-176b --gpu a100-80gb --gpus 384 --global-batch 2048 \\
@@ -27,7 +28,9 @@ from core.units import GB
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "zero": "zero", "schedule": "schedule", "v": "v",
             "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp", "offload": "offload"}
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
-              "ffn": "--ffn", "vocab": "--vocab", "seq": "--seq", "params": "--params", "mlp": "--mlp"}
+              "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
+              "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
+              "dense_layers": "--dense-layers"}
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpn": "--gpus-per-node",
              "intra_bw": "--intra-bw", "inter_bw": "--inter-bw"}
 
@@ -35,6 +38,7 @@ GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpn": "--gpu
 def build(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("model (a preset, or a custom architecture)")
     spec_args.add(what, PLAN["model"], "--model")
+    spec_args.add(what, PLAN["seq"], "--seq")
     for key, flag in ARCH_FLAGS.items():
         spec_args.add(what, PLAN[key], flag)
     what.add_argument("--tied", choices=("true", "false"), default=None,
@@ -87,7 +91,8 @@ def params_from(args: argparse.Namespace) -> PlannerParams:
         if "hidden" in raw and "ffn" not in raw:
             raw["ffn"] = str(4 * PLAN["hidden"].parse(raw["hidden"]))  # the GPT MLP width unless --ffn
     elif raw.get("model") is None:
-        raise InputError("give --model PRESET, or --layers --hidden --heads --seq --vocab for a custom model")
+        raise InputError("give --model PRESET (--seq N trains it at another length), or --layers --hidden --heads "
+                         "--vocab [--seq] for a custom model")
     custom_gpu = [GPU_FLAGS[k] for k in GPU_FLAGS if k in raw]
     if custom_gpu:
         if raw.get("gpu", "custom") != "custom":

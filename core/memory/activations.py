@@ -8,6 +8,13 @@ Per transformer layer and micro-batch, 16-bit activations, s x b x h elements pe
                                   scores, softmax, dropout: sharded by t).
 Sequence parallelism shards the replicated 10 s b h too; selective recomputation drops the 5 a s^2 b
 term; full recomputation keeps only the layer input, 2 s b h (divided by t with sequence parallelism).
+
+Context parallelism (degree c) gives each rank s / c tokens of every sequence and keeps only their keys and
+values (Megatron-LM's context_parallel guide: "the activation memory footprint per GPU is also CP times
+smaller"), so every term here, the scores a x (s/c) x s included, is divided by c; ring attention's K/V
+buffers come on top (core.memory.context_parallel). FP8 (Transformer Engine) saves the inputs of the four
+linear layers in one byte: the QKV and first-MLP inputs (2 s b h each, replicated), the attention projection
+input (2 s b h) and the second-MLP input (8 s b h), so 10 -> 8 replicated and 24 -> 19 sharded.
 How many micro-batches a stage holds at once comes from the pipeline simulator (`inflight`), not from a
 formula: it depends on the schedule.
 """
@@ -26,32 +33,45 @@ def _spec_number(key: str, value) -> np.ndarray:
     return validate.number(key, value, spec.lo, spec.hi, integer=spec.kind == "int")
 
 
-def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recompute="none") -> np.ndarray:
-    """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank."""
+REPLICATED = (10.0, 8.0)  # s b h coefficients without / with FP8 activations (the module docstring's terms)
+SHARDED = (24.0, 19.0)
+
+
+def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
+    return _spec_number("cp", cp), np.asarray(fp8, dtype=bool)
+
+
+def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
+                    fp8=False) -> np.ndarray:
+    """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank (and one
+    context-parallel rank: divided by cp)."""
     s, b, h = _spec_number("seq", seq), _spec_number("mb", mb), _spec_number("hidden", hidden)
     a, t = _spec_number("heads", heads), _spec_number("t", t)
+    cp, fp8 = _cp_fp8(cp, fp8)
     sp = np.asarray(sequence_parallel, dtype=bool)
     mode = validate.choice_codes("recompute", recompute, RECOMPUTE_MODES)
     sbh = s * b * h
-    kept = np.where(sp, 10.0 / t, 10.0) + 24.0 / t + np.where(mode == 0, 5.0 * a * s / (h * t), 0.0)
+    replicated = np.where(fp8, REPLICATED[1], REPLICATED[0])
+    sharded = np.where(fp8, SHARDED[1], SHARDED[0])
+    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(mode == 0, 5.0 * a * s / (h * t), 0.0)
     full = 2.0 / np.where(sp, t, 1.0)
-    return sbh * np.where(mode == 2, full, kept)
+    return sbh * np.where(mode == 2, full, kept) / cp
 
 
-def embedding_bytes(seq, mb, hidden, t=1, sequence_parallel=False) -> np.ndarray:
-    """First stage, per micro-batch: the 1-byte dropout mask after the embeddings (s b h, / t with SP)."""
+def embedding_bytes(seq, mb, hidden, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
+    """First stage, per micro-batch: the 1-byte dropout mask after the embeddings (s b h, / t with SP, / cp)."""
     sbh = _spec_number("seq", seq) * _spec_number("mb", mb) * _spec_number("hidden", hidden)
-    return sbh / np.where(np.asarray(sequence_parallel, dtype=bool), _spec_number("t", t), 1.0)
+    return sbh / np.where(np.asarray(sequence_parallel, dtype=bool), _spec_number("t", t), 1.0) / _spec_number("cp", cp)
 
 
-def output_bytes(seq, mb, hidden, vocab, t=1, sequence_parallel=False) -> np.ndarray:
+def output_bytes(seq, mb, hidden, vocab, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
     """Last stage, per micro-batch: final layer-norm input and output-projection input (2 s b h each,
     / t with SP) and the 32-bit logits for the cross-entropy, 4 s b V / t (vocabulary-parallel).
     Zero when vocab = 0 (no output layer modelled)."""
     s, b, h = _spec_number("seq", seq), _spec_number("mb", mb), _spec_number("hidden", hidden)
     v, t = _spec_number("vocab", vocab), _spec_number("t", t)
     kept = 4.0 * s * b * h / np.where(np.asarray(sequence_parallel, dtype=bool), t, 1.0) + 4.0 * s * b * v / t
-    return np.where(v > 0, kept, 0.0)
+    return np.where(v > 0, kept, 0.0) / _spec_number("cp", cp)
 
 
 def layers_per_stage(layers, p) -> np.ndarray:
@@ -60,7 +80,7 @@ def layers_per_stage(layers, p) -> np.ndarray:
 
 
 def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence_parallel=False,
-                recompute="none", vocab=0, first=True, last=True) -> dict[str, np.ndarray]:
+                recompute="none", vocab=0, first=True, last=True, cp=1, fp8=False) -> dict[str, np.ndarray]:
     """Peak activation bytes of one stage on one tensor-parallel rank, by term.
 
     layers: per-layer bytes x layers on the stage x micro-batches in flight; embedding (first stage) and
@@ -69,12 +89,12 @@ def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
-    per_layer = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute)
-    none = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, "none")
+    per_layer = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8)
+    none = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, "none", cp, fp8)
     out = {
         "layers": per_layer * n_layers * inflight,
-        "embedding": np.where(first, embedding_bytes(seq, mb, hidden, t, sequence_parallel) * inflight, 0.0),
-        "output": np.where(last, output_bytes(seq, mb, hidden, vocab, t, sequence_parallel) * inflight, 0.0),
+        "embedding": np.where(first, embedding_bytes(seq, mb, hidden, t, sequence_parallel, cp) * inflight, 0.0),
+        "output": np.where(last, output_bytes(seq, mb, hidden, vocab, t, sequence_parallel, cp) * inflight, 0.0),
         "recompute_buffer": np.where(n_layers > 0, none - per_layer, 0.0),
     }
     out["total"] = out["layers"] + out["embedding"] + out["output"] + out["recompute_buffer"]
@@ -92,18 +112,18 @@ MODES = (
 )
 
 
-def modes_table(seq, mb, hidden, heads, t=1) -> pd.DataFrame:
-    """Per-layer bytes of every mode in Korthikanti et al.'s Table 2, for one (s, b, h, a, t)."""
+def modes_table(seq, mb, hidden, heads, t=1, cp=1, fp8=False) -> pd.DataFrame:
+    """Per-layer bytes of every mode in Korthikanti et al.'s Table 2, for one (s, b, h, a, t) (and c, FP8)."""
     rows = []
     for name, sp, recompute, single in MODES:
-        value = per_layer_bytes(seq, mb, hidden, heads, 1 if single else t, sp, recompute)
+        value = per_layer_bytes(seq, mb, hidden, heads, 1 if single else t, sp, recompute, cp, fp8)
         rows.append({"mode": name, "t": 1 if single else int(t), "sequence_parallel": sp, "recompute": recompute,
                      "per layer [bytes]": float(value)})
     return pd.DataFrame(rows)
 
 
 def report(seq, mb, hidden, heads, layers, p, inflight, t=1, sequence_parallel=False, recompute="none",
-           vocab=0) -> dict:
+           vocab=0, cp=1, fp8=False) -> dict:
     """Per-layer bytes, every mode for comparison, and the first and last stage's peak by term.
 
     With p = 1 the single stage carries both the embedding and the output terms. With p > 1 the last stage
@@ -113,17 +133,18 @@ def report(seq, mb, hidden, heads, layers, p, inflight, t=1, sequence_parallel=F
     n = layers_per_stage(layers, p)
     common = (seq, mb, hidden, heads, n, inflight, t, sequence_parallel, recompute, vocab)
     single = int(_spec_number("p", p)) == 1
-    first = stage_bytes(*common, first=True, last=single)
-    last = None if single else stage_bytes(*common, first=False, last=True)
+    first = stage_bytes(*common, first=True, last=single, cp=cp, fp8=fp8)
+    last = None if single else stage_bytes(*common, first=False, last=True, cp=cp, fp8=fp8)
 
     def as_float(d):
         return {k: float(v) for k, v in d.items()}
 
     return {
-        "per_layer": float(per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute)),
+        "per_layer": float(per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8)),
         "layers_per_stage": float(n),
         "inflight": float(_spec_number("inflight", inflight)),
-        "modes": {r["mode"]: r["per layer [bytes]"] for r in modes_table(seq, mb, hidden, heads, t).to_dict("records")},
+        "modes": {r["mode"]: r["per layer [bytes]"]
+                  for r in modes_table(seq, mb, hidden, heads, t, cp, fp8).to_dict("records")},
         "first_stage": as_float(first),
         "last_stage": None if last is None else as_float(last),
         "peak": float(max(first["total"], last["total"])) if last is not None else float(first["total"]),

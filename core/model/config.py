@@ -7,11 +7,12 @@ Presets (assets/*.json) and custom inputs go through the same frozen dataclasses
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from core.errors import InputError
-from core.model.counts import model_params
+from core.model import counts
+from core.model.blocks import MlaConfig, MoeConfig
 from core.params.model import CLUSTER, MODEL
 
 NORMS = ("layernorm", "rmsnorm")
@@ -75,12 +76,15 @@ class PublishedLayout:
     precision: str
     source: str
     cp: int = 1
+    ep: int = 1
+    seq: int = 0  # 0 = the model's sequence length; else the length this layout trained at (long-context stages)
+    label: str = ""
     assumed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     throughput: tuple[Throughput, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("t", "p", "d", "cp", "gpus", "gpus_per_node", "global_batch", "micro_batch", "v"):
+        for name in ("t", "p", "d", "cp", "ep", "gpus", "gpus_per_node", "global_batch", "micro_batch", "v"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"layout {name}: expected a positive whole number, got {value!r}")
@@ -96,7 +100,8 @@ class ModelConfig:
     """A decoder-only transformer, enough to count parameters, FLOPs, activations and TP traffic.
 
     mlp gelu = GPT MLP (two h x ffn matrices); swiglu = gated MLP (three). kv_heads < heads = grouped-query
-    attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer.
+    attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer. `moe` replaces MLPs
+    by routed experts (core.model.blocks.MoeConfig), `mla` the attention by multi-head latent attention.
     """
 
     name: str
@@ -119,6 +124,10 @@ class ModelConfig:
     derived: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     layout: PublishedLayout | None = None
+    moe: MoeConfig | None = None
+    mla: MlaConfig | None = None
+    params_active_published: float | None = None
+    other_layouts: tuple[PublishedLayout, ...] = ()
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
@@ -134,12 +143,18 @@ class ModelConfig:
             raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads}")
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise InputError(f"heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
-        if self.params_published is not None:
-            value = MODEL["params"].parse(self.params_published)
-            if value <= 0:
-                raise InputError("params: a given parameter count must be positive (0 means derive it)")
-            object.__setattr__(self, "params_published", value)
-        count = model_params(self)
+        for name, kind in (("moe", MoeConfig), ("mla", MlaConfig)):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), kind):
+                raise InputError(f"{name}: expected a {kind.__name__}")
+        if self.moe is not None and self.moe.first_dense >= self.layers:
+            raise InputError(f"dense_layers {self.moe.first_dense} leaves no MoE layer among {self.layers} layers")
+        for name in ("params_published", "params_active_published"):
+            if getattr(self, name) is not None:
+                value = MODEL["params"].parse(getattr(self, name))
+                if value <= 0:
+                    raise InputError("params: a given parameter count must be positive (0 means derive it)")
+                object.__setattr__(self, name, value)
+        count = counts.model_params(self)
         if count > MAX_PARAMS:
             raise InputError(f"this architecture has {count:.3g} parameters; at most {MAX_PARAMS:.0e} are accepted")
 
@@ -154,7 +169,46 @@ class ModelConfig:
     @property
     def params(self) -> float:
         """The count other modules should use: the published one if given, else the architecture's."""
-        return float(self.params_published) if self.params_published is not None else model_params(self)
+        return float(self.params_published) if self.params_published is not None else counts.model_params(self)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def _scaled(self, part: str) -> float:
+        """A part of the architecture's count, scaled to the count in use (so a published total keeps the
+        architecture's split between experts and the rest)."""
+        parts = counts.breakdown(self)
+        return self.params * parts[part] / parts["total"]
+
+    @property
+    def params_active(self) -> float:
+        """Parameters one token uses (top_k routed experts per MoE layer); the total for a dense model."""
+        return self._scaled("active")
+
+    @property
+    def expert_params(self) -> float:
+        """Routed-expert parameters of the whole model: the part expert parallelism spreads over its group."""
+        return self._scaled("experts")
+
+    @property
+    def dense_params(self) -> float:
+        """Everything that is not a routed expert (attention, dense and shared MLPs, router, embeddings, norms)."""
+        return self.params - self.expert_params
+
+    @property
+    def moe_layers(self) -> int:
+        return self.moe.layer_counts(self.layers)[1] if self.moe else 0
+
+    @property
+    def layouts(self) -> tuple[PublishedLayout, ...]:
+        """Every published layout of this model: the main run first, then others (e.g. long-context stages)."""
+        return ((self.layout,) if self.layout else ()) + tuple(self.other_layouts)
+
+    def with_seq(self, seq: int) -> ModelConfig:
+        """The same architecture trained at another sequence length (a learned position table grows with it)."""
+        seq = MODEL["seq"].parse(seq)
+        return self if seq == self.seq else replace(self, seq=seq)
 
 
 @dataclass(frozen=True)
@@ -171,6 +225,7 @@ class GpuSpec:
     key: str = "custom"
     mem_label: str = ""
     tflops_sparse: float | None = None
+    tflops_fp8: float | None = None
     intra_bidir_gbs: float | None = None
     inter_gbits: float | None = None
     source: str = ""
@@ -182,6 +237,8 @@ class GpuSpec:
         _checked(self, CLUSTER, {"mem_gb": "gpu_mem", "tflops": "gpu_tflops", "gpus_per_node": "gpn",
                                  "intra_gbs": "intra_bw", "inter_gbs": "inter_bw"})
         _flag("bf16", self.bf16)
+        if self.tflops_fp8 is not None:
+            object.__setattr__(self, "tflops_fp8", CLUSTER["gpu_tflops"].parse(self.tflops_fp8))
 
     @property
     def mem_bytes(self) -> float:
@@ -191,6 +248,11 @@ class GpuSpec:
     def peak_flops(self) -> float:
         """Dense 16-bit peak in FLOP/s."""
         return self.tflops * 1e12
+
+    @property
+    def peak_flops_fp8(self) -> float | None:
+        """Dense FP8 tensor peak in FLOP/s, None where the GPU has no FP8 tensor cores (Ampere, Volta)."""
+        return None if self.tflops_fp8 is None else self.tflops_fp8 * 1e12
 
     @property
     def intra_bytes_per_s(self) -> float:

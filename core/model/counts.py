@@ -1,7 +1,8 @@
-"""Parameter counts of a decoder-only transformer, from its architecture (Narayanan et al. 2021 for GPT blocks).
+"""Parameter counts of a decoder-only transformer, from its architecture (Narayanan et al. 2021 for GPT blocks;
+Megatron-LM's theoretical_memory_usage.py for MLA and MoE layers), total and active.
 
-Every function broadcasts over numpy arrays. `model_params` takes a core.model.config.ModelConfig (duck-typed,
-so the dataclass can call it while validating itself).
+The shape-only formulas broadcast over numpy arrays; those taking a core.model.config.ModelConfig (duck-typed, so
+the dataclass can call them while validating itself) return plain floats.
 """
 
 from __future__ import annotations
@@ -40,8 +41,84 @@ def arch_params(layers, hidden, heads, kv_heads, ffn, vocab, seq, *, swiglu=Fals
     return L * per_layer + embeddings + norm_params            # + final norm
 
 
+def mlp_params(hidden, ffn, swiglu=False, bias=False):
+    """One MLP (or one expert): 2 h f weights for GELU, 3 h f for SwiGLU, plus biases when the block has them."""
+    h, f = float(hidden), float(ffn)
+    weights = (3.0 if swiglu else 2.0) * h * f
+    return weights + (((2.0 if swiglu else 1.0) * f + h) if bias else 0.0)
+
+
+def attention_params(model, with_bias=True):
+    """One layer's attention weights: Q, K, V, O (grouped-query K and V), or MLA's low-rank projections and their
+    two latent norms (the count Megatron-LM's theoretical_memory_usage.py uses)."""
+    h, a = float(model.hidden), float(model.heads)
+    mla = getattr(model, "mla", None)
+    if mla is None:
+        kv_dim = h / a * model.kv_heads
+        bias = (2 * h + 2 * kv_dim) if (with_bias and model.bias) else 0.0
+        return 2 * h * h + 2 * h * kv_dim + bias
+    norm = 2.0 if model.norm == "layernorm" else 1.0
+    qk = mla.qk_head_dim + mla.qk_rope_dim
+    q = mla.q_lora_rank * (h + a * qk + norm) if mla.q_lora_rank else h * a * qk
+    kv = mla.kv_lora_rank * (h + a * (mla.qk_head_dim + mla.v_head_dim) + norm) + h * mla.qk_rope_dim
+    return q + kv + a * mla.v_head_dim * h
+
+
+def attention_core_width(model):
+    """a x (query-key + value head dims) / 2: h for plain attention, so the score and value matmuls cost
+    4 s x this per token, forward (MLA's wider query-key heads make it larger than h)."""
+    mla = getattr(model, "mla", None)
+    if mla is None:
+        return float(model.hidden)
+    return model.heads * (mla.qk_head_dim + mla.qk_rope_dim + mla.v_head_dim) / 2.0
+
+
+def breakdown(model) -> dict[str, float]:
+    """Architecture parameter count by part. `experts` are the routed experts only (what expert parallelism
+    spreads); shared experts and the router stay with the dense weights. `active` is what one token uses: every
+    dense part plus top_k routed experts per MoE layer (embedding and output included, the convention that
+    reproduces Mixtral's published 12.9B)."""
+    h, L, f = float(model.hidden), model.layers, float(model.ffn)
+    norm = 2 * h if model.norm == "layernorm" else h
+    moe = getattr(model, "moe", None)
+    dense_layers, moe_layers = moe.layer_counts(L) if moe else (L, 0)
+    part = {
+        "embedding": model.vocab * h * (1 if model.tied else 2)
+        + (model.seq * h if model.position == "learned" else 0.0) + (norm if model.embed_norm else 0.0),
+        "attention": L * attention_params(model),
+        "norms": L * 2 * norm + norm,
+        "dense_mlp": dense_layers * mlp_params(h, f, model.swiglu, model.bias),
+        "shared_experts": 0.0, "router": 0.0, "experts": 0.0,
+    }
+    active_experts = 0.0
+    if moe:
+        expert = mlp_params(h, moe.expert_ffn or f, model.swiglu, model.bias)
+        part["shared_experts"] = moe_layers * moe.shared * expert
+        part["router"] = moe_layers * h * moe.experts
+        part["experts"] = moe_layers * moe.experts * expert
+        active_experts = moe_layers * moe.top_k * expert
+    total = float(sum(part.values()))
+    return {**part, "total": total, "active": total - part["experts"] + active_experts}
+
+
 def model_params(model):
-    """Architecture parameter count of a ModelConfig."""
-    return float(arch_params(model.layers, model.hidden, model.heads, model.kv_heads, model.ffn, model.vocab,
-                             model.seq, swiglu=model.swiglu, tied=model.tied, bias=model.bias, norm=model.norm,
-                             learned_pos=model.position == "learned", embed_norm=model.embed_norm))
+    """Architecture parameter count of a ModelConfig (all experts included)."""
+    return breakdown(model)["total"]
+
+
+def active_params(model):
+    """Parameters one token passes through: the MoE 'active' count (equal to the total for a dense model)."""
+    return breakdown(model)["active"]
+
+
+def matmul_params_per_layer(model):
+    """Weights one token multiplies by in an average layer (active experts only, router included): the 2 x N
+    FLOPs per token of a layer's matmuls. Equals layer_matmul_params for a dense model."""
+    h, L, f = float(model.hidden), model.layers, float(model.ffn)
+    moe = getattr(model, "moe", None)
+    dense_layers, moe_layers = moe.layer_counts(L) if moe else (L, 0)
+    total = L * attention_params(model, with_bias=False) + dense_layers * mlp_params(h, f, model.swiglu)
+    if moe:
+        total += moe_layers * ((moe.top_k + moe.shared) * mlp_params(h, moe.expert_ffn or f, model.swiglu)
+                               + h * moe.experts)
+    return total / L

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from core.errors import InputError
+from core.model.blocks import MlaConfig, MoeConfig
 from core.model.config import GpuSpec, ModelConfig, PublishedLayout, Throughput
 from core.params import catalog, parse_strict
 from core.params.catalog import entries
@@ -30,14 +31,23 @@ def _build(cls: type, entry: Mapping[str, Any], where: str) -> Any:
     return cls(**{k: _tuple(v) for k, v in entry.items()})
 
 
+def _layout_from_json(layout: Mapping[str, Any], where: str) -> PublishedLayout:
+    layout = dict(layout)
+    throughput = tuple(_build(Throughput, row, "throughput") for row in layout.pop("throughput", ()))
+    return _build(PublishedLayout, {**layout, "throughput": throughput}, where)
+
+
 def _model_from_json(entry: Mapping[str, Any]) -> ModelConfig:
     entry = dict(entry)
+    where = f"layout of {entry.get('key')}"
     layout = entry.pop("layout", None)
     if layout is not None:
-        layout = dict(layout)
-        throughput = tuple(_build(Throughput, row, "throughput") for row in layout.pop("throughput", ()))
-        layout = _build(PublishedLayout, {**layout, "throughput": throughput}, f"layout of {entry.get('key')}")
-    return _build(ModelConfig, {**entry, "layout": layout}, f"model {entry.get('key')}")
+        layout = _layout_from_json(layout, where)
+    others = tuple(_layout_from_json(x, where) for x in entry.pop("other_layouts", ()))
+    for name, cls in (("moe", MoeConfig), ("mla", MlaConfig)):
+        if entry.get(name) is not None:
+            entry[name] = _build(cls, entry[name], f"{name} of {entry.get('key')}")
+    return _build(ModelConfig, {**entry, "layout": layout, "other_layouts": others}, f"model {entry.get('key')}")
 
 
 def _load(filename: str, list_key: str, make) -> dict[str, Any]:
@@ -91,15 +101,32 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
     """A model from CLI/URL values keyed as in core.params.model.MODEL.
 
     gelu selects a GPT-style block (LayerNorm, biases, learned positions), swiglu a Llama-style one (RMSNorm,
-    no biases, rotary positions): those details move the count by O(h) per layer only.
+    no biases, rotary positions): those details move the count by O(h) per layer only. experts > 0 makes every
+    layer after the first dense_layers a mixture-of-experts layer.
     """
     v = parse_strict(MODEL, raw)
     llama = v["mlp"] == "swiglu"
+    moe = None
+    if v["experts"]:
+        if v["top_k"] > v["experts"]:
+            raise InputError(f"top_k: {v['top_k']} experts per token, but only {v['experts']} experts")
+        moe = MoeConfig(experts=v["experts"], top_k=v["top_k"], shared=v["shared_experts"],
+                        expert_ffn=v["expert_ffn"], first_dense=v["dense_layers"])
     return ModelConfig(
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
-        bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None,
+        bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
     )
+
+
+def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0) -> ModelConfig:
+    """The model a planner question names: a preset by key, or with key "custom" the fields in `custom` (keyed as
+    MODEL). seq > 0 trains either at that length (a preset's other fields stay as published); 0 keeps the preset's
+    own length, or MODEL's default for a custom model."""
+    if key == "custom":
+        return custom_model({**dict(custom or {}), "seq": seq or MODEL["seq"].default})
+    chosen = model(key)
+    return chosen.with_seq(seq) if seq else chosen
 
 
 def custom_gpu(raw: Mapping[str, Any], name: str = "custom") -> GpuSpec:

@@ -17,6 +17,7 @@ MAX_PSI = 1e14  # parameters
 MAX_ND = 1 << 20  # data-parallel ranks
 MAX_TP = 1024  # tensor-parallel degree
 MAX_PP = 1 << 14  # pipeline stages (one layer each for the deepest model allowed)
+MAX_CP = 1 << 12  # context-parallel degree (each rank keeps at least 256 tokens of a million-token sequence)
 MAX_GPUS = 1 << 24  # GPUs in a cluster
 MAX_BYTES_PER_PARAM = 64.0  # K, and the 16-bit parameter / gradient byte counts
 MAX_GPU_MEM_GB = 100_000.0  # one device's memory, GB = 1e9 bytes
@@ -83,6 +84,11 @@ ACTIVATIONS = table(
     Spec("vocab", "int", 0, 0, 1 << 22, label="Vocabulary V",
          help="Adds the output layer and fp32 logits on the last stage; 0 leaves them out."),
     Spec("t", "int", 1, 1, MAX_TP, label="Tensor-parallel degree t"),
+    Spec("cp", "int", 1, 1, MAX_CP, label="Context-parallel degree c",
+         help="Each rank keeps s / c tokens of every sequence (Megatron-LM CP, ring attention): all activations / c."),
+    Spec("fp8", "bool", False, label="FP8 activations",
+         help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
+              "34 -> 27 s b h per layer."),
     Spec("sequence_parallel", "bool", False, label="Sequence parallelism",
          help="Shard layer norms and dropouts along the sequence within the tensor-parallel group."),
     Spec("recompute", "choice", "none", choices=RECOMPUTE_MODES, label="Activation recomputation",

@@ -34,6 +34,17 @@ MODEL = table(
          help="gelu: two matrices h x ffn; swiglu: three (gate, up, down)."),
     Spec("tied", "bool", True, label="Tied embeddings",
          help="Input embedding and output projection share one V x h matrix."),
+    Spec("experts", "int", 0, 0, 4096, label="Routed experts E",
+         help="Mixture-of-experts: routed expert MLPs per MoE layer (0 = a dense model)."),
+    Spec("top_k", "int", 2, 1, 4096, label="Experts per token k",
+         help="Routed experts each token visits (Megatron --moe-router-topk); at most E."),
+    Spec("shared_experts", "int", 0, 0, 64, label="Shared experts",
+         help="Always-active experts of the expert width in every MoE layer (DeepSeekMoE); replicated like dense "
+              "weights, not spread over the expert-parallel group."),
+    Spec("expert_ffn", "int", 0, 0, 1 << 20, label="Expert FFN size",
+         help="Inner width of each expert (0 = the FFN size above; fine-grained experts are narrower)."),
+    Spec("dense_layers", "int", 0, 0, 1024, label="Leading dense layers",
+         help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
 )
 
 CLUSTER = table(

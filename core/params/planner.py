@@ -28,7 +28,14 @@ MAX_MB_SIZES = 8
 
 _CHOICE_ALL = "all"
 
-_custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "params", "mlp", "tied")
+_custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied",
+                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
+
+# The planner's sequence length serves presets and custom models alike: 0 keeps the preset's own length
+# (MODEL["seq"]'s default for a custom model), a number trains either at that length.
+SEQ = Spec("seq", "int", 0, 0, MODEL["seq"].hi, label="Sequence length s", unit="tokens",
+           help=f"0 = the preset's own length ({MODEL['seq'].default:,} for a custom model); a number trains the "
+                "model at that length, e.g. llama3-405b at 131072 for its 128K long-context stage.")
 _custom_gpu = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
@@ -89,6 +96,7 @@ PLAN = table(
     *preset_choices().values(),
     CLUSTER["gpus"],
     CLUSTER["batch"],
+    SEQ,
     Spec("mb_sizes", "floats", (1.0, 2.0), 1, CLUSTER["mbs"].hi, max_items=MAX_MB_SIZES, min_items=1,
          label="Micro-batch sizes to consider", unit="sequences",
          help="Whole numbers, comma-separated; each is tried with every layout."),
@@ -139,6 +147,11 @@ class PlannerParams:
     ffn: int = PLAN["ffn"].default
     vocab: int = PLAN["vocab"].default
     seq: int = PLAN["seq"].default
+    experts: int = PLAN["experts"].default
+    top_k: int = PLAN["top_k"].default
+    shared_experts: int = PLAN["shared_experts"].default
+    expert_ffn: int = PLAN["expert_ffn"].default
+    dense_layers: int = PLAN["dense_layers"].default
     params: float = PLAN["params"].default
     mlp: str = PLAN["mlp"].default
     tied: bool = PLAN["tied"].default

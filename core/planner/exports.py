@@ -84,7 +84,7 @@ def deepspeed_config(layout: Layout) -> tuple[dict, list[str]]:
         "gradient_accumulation_steps": layout.grad_accum_steps,
         "gradient_clipping": 1.0,
     }
-    if layout.precision == "bf16":
+    if layout.half == "bf16":
         cfg["bf16"] = {"enabled": True}
     else:
         cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
@@ -208,7 +208,7 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     elif layout.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
     a += _megatron_sharding(layout, notes)
-    a.append("--bf16" if layout.precision == "bf16" else "--fp16")
+    a.append("--bf16" if layout.half == "bf16" else "--fp16")
     a += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(m.vocab),
           "--train-iters", "100", "--lr", "1.0e-4"]
     notes.append("--mock-data with NullTokenizer makes this a runnable throughput test; swap in --data-path and your "
@@ -274,7 +274,7 @@ def fsdp2_export(layout: Layout) -> Export:
     """torchrun + FSDP2 fully_shard snippet (not executed here: it needs torch and GPUs)."""
     z, t, p, d = layout.zero_stage, layout.t, layout.p, layout.d
     reshard = z == 3
-    dtype = "torch.bfloat16" if layout.precision == "bf16" else "torch.float16"
+    dtype = "torch.bfloat16" if layout.half == "bf16" else "torch.float16"
     offload = layout.offload != "none"
     launch, notes = _launch(layout)
     dims = [("pp", p)] if p > 1 else []
@@ -352,7 +352,7 @@ def fsdp2_export(layout: Layout) -> Export:
     if offload:
         notes.append("CPUOffloadPolicy offloads parameters, gradients and optimizer state together; FSDP2 has no "
                      "optimizer-only offload.")
-    if layout.precision == "fp16":
+    if layout.half == "fp16":
         notes.append("fp16 needs loss scaling (a gradient scaler); not generated. Prefer bf16 where the GPU has it.")
     notes += _schedule_notes(layout, "this FSDP2 snippet") if p > 1 else []
     return Export("\n".join(lines) + "\n", tuple(notes))

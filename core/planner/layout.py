@@ -14,11 +14,12 @@ from core.model.config import GpuSpec, ModelConfig
 from core.model.presets import gpu, model
 from core.params.model import CLUSTER
 from core.params.pipeline import SCHEDULE_NAMES
+from core.planner.cp_ep_rules import first_reason
 
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")
 RECOMPUTE = ("none", "selective", "full")
 OFFLOAD = ("none", "optimizer", "optimizer+params")
-PRECISIONS = ("bf16", "fp16")
+PRECISIONS = ("bf16", "fp16", "fp8")  # fp8: FP8 GEMMs on top of BF16 (core.memory.fp8 says which bytes shrink)
 CHUNKED = {"interleaved": None, "zbv": 2, "dualpipev": 2}  # schedules with v > 1 chunks (None = any v >= 2)
 
 assert set(SCHEDULES) <= set(SCHEDULE_NAMES), "layout schedules must be ones the pipeline engine knows"
@@ -26,7 +27,7 @@ assert set(SCHEDULES) <= set(SCHEDULE_NAMES), "layout schedules must be ones the
 
 @dataclass(frozen=True)
 class Layout:
-    """t x p x d GPUs, the batch split, and the memory-saving switches."""
+    """t x p x d x cp GPUs (ep and etp regroup them for the experts), the batch split, the memory switches."""
 
     model: ModelConfig
     gpu: GpuSpec
@@ -43,16 +44,21 @@ class Layout:
     offload: str = "none"
     precision: str = "bf16"
     gpus_per_node: int = 0  # 0 = the GPU preset's server size
+    cp: int = 1  # context parallelism: each sequence split over cp ranks
+    ep: int = 1  # expert parallelism: each MoE layer's routed experts spread over ep ranks
+    etp: int = 0  # expert tensor parallelism; 0 = t (Megatron-LM's default)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
             raise InputError("layout needs a ModelConfig and a GpuSpec")
-        for name in ("t", "p", "d", "v", "zero_stage", "gpus_per_node"):
+        for name in ("t", "p", "d", "v", "zero_stage", "gpus_per_node", "cp", "ep", "etp"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise InputError(f"{name}: expected a whole number, got {value!r}")
-        if min(self.t, self.p, self.d, self.v) < 1:
-            raise InputError("t, p, d and v must be at least 1")
+        if min(self.t, self.p, self.d, self.v, self.cp, self.ep) < 1 or self.etp < 0:
+            raise InputError("t, p, d, v, cp and ep must be at least 1 (etp 0 = t)")
+        if self.etp == 0:
+            object.__setattr__(self, "etp", self.t)
         CLUSTER["gpus"].check(self.n_gpus)
         CLUSTER["batch"].check(self.global_batch)
         CLUSTER["mbs"].check(self.micro_batch_size)
@@ -78,8 +84,13 @@ class Layout:
             raise InputError("offloading needs ZeRO stage 1 or more (DeepSpeed: offload_optimizer is valid for 1-3)")
         if self.offload == "optimizer+params" and self.zero_stage != 3:
             raise InputError("offloading parameters needs ZeRO stage 3 (DeepSpeed: offload_param is stage 3 only)")
-        if self.precision == "bf16" and not self.gpu.bf16:
+        if self.precision in ("bf16", "fp8") and not self.gpu.bf16:
             raise InputError(f"{self.gpu.name} has no BF16 support; use fp16")
+        if self.precision == "fp8" and self.gpu.tflops_fp8 is None:
+            raise InputError(f"{self.gpu.name} has no FP8 tensor cores; use bf16 or fp16")
+        reason = first_reason(self.model, self.t, self.d, self.cp, self.ep, self.etp)
+        if reason:
+            raise InputError(reason)
 
     def _check_chunks(self) -> None:
         need = CHUNKED.get(self.schedule, 1)
@@ -94,7 +105,12 @@ class Layout:
 
     @property
     def n_gpus(self) -> int:
-        return self.t * self.p * self.d
+        return self.t * self.p * self.d * self.cp
+
+    @property
+    def half(self) -> str:
+        """The 16-bit type of weights and gradients: BF16 under FP8 training too."""
+        return "fp16" if self.precision == "fp16" else "bf16"
 
     @property
     def nodes(self) -> int:
@@ -110,16 +126,16 @@ class Layout:
         return self.t > self.gpus_per_node
 
 
-def from_published(model_key: str, **overrides) -> Layout:
-    """The layout a preset model was trained with (its assumed fields as recorded), with optional overrides."""
+def from_published(model_key: str, which: int = 0, **overrides) -> Layout:
+    """A layout a preset model was trained with (its assumed fields as recorded), with optional overrides.
+    which: 0 = the main run, 1... = its other published layouts (e.g. Llama 3's 128K stage, at its length)."""
     m = model(model_key)
-    pub = m.layout
-    if pub is None:
-        raise InputError(f"{m.name} has no published layout")
-    if pub.cp != 1:
-        raise InputError(f"{m.name}: context parallelism (cp={pub.cp}) is not modelled")
+    if not 0 <= which < len(m.layouts):
+        raise InputError(f"{m.name} has {len(m.layouts)} published layout(s)")
+    pub = m.layouts[which]
     values = dict(t=pub.t, p=pub.p, d=pub.d, global_batch=pub.global_batch, micro_batch_size=pub.micro_batch,
                   zero_stage=pub.zero_stage, schedule=pub.schedule, v=pub.v, recompute=pub.recompute,
-                  sequence_parallel=pub.sequence_parallel, precision=pub.precision, gpus_per_node=pub.gpus_per_node)
+                  sequence_parallel=pub.sequence_parallel, precision=pub.precision, gpus_per_node=pub.gpus_per_node,
+                  cp=pub.cp, ep=pub.ep)
     values.update(overrides)
-    return Layout(model=m, gpu=gpu(pub.gpu), **values)
+    return Layout(model=m.with_seq(pub.seq) if pub.seq else m, gpu=gpu(pub.gpu), **values)

@@ -38,7 +38,7 @@ from core.memory.offload import placement
 from core.model import presets
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.pipeline import MAX_OPS, PIPELINE
-from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
+from core.params.planner import MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY, build, chunks_per_device, estimated_ops
 from core.pipeline.simulate import Costs, compile_schedule, run
 from core.planner.exports import Export, export_all
@@ -80,9 +80,7 @@ MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported b
 
 def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
     """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
-    model = (presets.custom_model({k: getattr(q, k) for k in ("layers", "hidden", "heads", "kv_heads", "ffn",
-                                                              "vocab", "seq", "params", "mlp", "tied")})
-             if q.model == "custom" else presets.model(q.model))
+    model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq)
     gpu = (presets.custom_gpu({k: getattr(q, k) for k in ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")})
            if q.gpu == "custom" else presets.gpu(q.gpu))
     precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")

@@ -1,0 +1,39 @@
+"""Ring attention's key/value buffers: the memory context parallelism adds on top of activations / c.
+
+With context parallelism c, each rank keeps the keys and values of its own s / c tokens (Megatron-LM's guide:
+"each GPU only stores the KV of a sequence chunk in forward and gathers KV again in backward"). While one layer's
+attention runs, the ring passes K/V chunks rank to rank: Transformer Engine's P2P implementation double-buffers
+them (send one chunk while receiving the next) in the forward, and in the backward passes the chunks' gradients
+dK/dV around the same ring. So the transient peak, for the one layer being computed, is four K/V-sized chunks:
+    4 x 2 (K and V) x (s / c) x b x (kv_heads / t) x head_dim x 2 bytes.
+Grouped-query attention makes the chunks small (kv_heads of heads), which is why CP suits Llama-style models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core import validate
+from core.params.memory import ACTIVATIONS
+
+CHUNKS_IN_FLIGHT = 4  # two K/V chunks double-buffered, plus their two gradient chunks in the backward
+
+
+def kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+    """Bytes of one rank's K and V for its s / c tokens, on one tensor-parallel rank (a K/V head stays whole:
+    with t > kv_heads each rank holds one head, replicated)."""
+    s = validate.number("seq", seq, 1, ACTIVATIONS["seq"].hi)
+    b = validate.number("mb", mb, 1, ACTIVATIONS["mb"].hi)
+    h = validate.number("hidden", hidden, 1, ACTIVATIONS["hidden"].hi)
+    a = validate.number("heads", heads, 1, ACTIVATIONS["heads"].hi)
+    kv = validate.number("kv_heads", kv_heads, 1, ACTIVATIONS["heads"].hi)
+    t = validate.number("t", t, 1, ACTIVATIONS["t"].hi)
+    cp = validate.number("cp", cp, 1, ACTIVATIONS["cp"].hi)
+    heads_per_rank = np.maximum(kv / t, 1.0)
+    return 2.0 * (s / cp) * b * heads_per_rank * (h / a) * bytes_per_value
+
+
+def ring_buffer_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+    """Transient ring-attention buffers of the layer being computed; zero without context parallelism."""
+    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp, bytes_per_value)
+    return np.where(np.asarray(cp) > 1, CHUNKS_IN_FLIGHT * chunk, 0.0)

@@ -1,0 +1,106 @@
+"""Mixture-of-experts memory: routed experts sharded over the expert-parallel group, everything else as before.
+
+Megatron-LM's layout ("MoE parallel folding", Liu et al. 2025): the t x cp x d ranks of one pipeline stage are
+regrouped for the MoE layers as etp x ep x expert-dp. So on one GPU
+    dense parameters  = dense weights of the stage / t            ZeRO shards their states over d x cp ranks
+    expert parameters = routed experts of the stage / (ep x etp)  ZeRO shards their states over
+                                                                  expert-dp = t x d x cp / (ep x etp) ranks.
+etp = t is Megatron's default (then ep must divide d x cp); etp = 1 keeps every expert whole on one GPU.
+Shared experts and the router are replicated like dense weights. The ZeRO stages shard both parts as in the
+ZeRO paper (core.memory.states), each over its own group.
+
+Activations: a MoE layer keeps, per token, the k x capacity-factor dispatched copies of the token (2 h bytes
+each, the experts' first GEMM input) and each routed or shared expert's intermediates, counted as for the dense
+MLP (4 f bytes per token for an expert of width f: Korthikanti's 16 s b h for f = 4h). In s b h units, sharded
+over t (etp = t splits the experts, etp = 1 splits the tokens):
+    routed k c (2 + 4 f/h) + shared 4 S f/h   instead of the dense MLP's 16,
+and with FP8 activations the GEMM inputs (the dispatched copy and the second GEMM's input) take one byte:
+    k c (1 + 3 f/h) + 3 S f/h                   instead of 12.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core import validate
+from core.memory.states import COMPONENTS, SHARDED_FROM, States, check_stage
+from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PSI, MAX_TP
+
+DENSE_MLP_SBH = (16.0, 12.0)  # Korthikanti's dense MLP internals (GeLU input + second-GEMM input), BF16 / FP8
+
+
+def sharded_states(psi, group, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> States:
+    """Model-state bytes of `psi` parameters (0 allowed: a dense model has no experts) whose ZeRO group is `group`."""
+    psi = validate.number("params", psi, 0, MAX_PSI)
+    group = validate.number("group", group, 1, MAX_ND)
+    stage = check_stage(stage)
+    per_param = {"params": validate.number("param_bytes", param_bytes, 0, MAX_BYTES_PER_PARAM),
+                 "grads": validate.number("grad_bytes", grad_bytes, 0, MAX_BYTES_PER_PARAM),
+                 "optimizer": validate.number("k", k, 0, MAX_BYTES_PER_PARAM)}
+    return States(**{c: per_param[c] * psi / np.where(stage >= SHARDED_FROM[c], group, 1.0) for c in COMPONENTS})
+
+
+def expert_data_parallel(t, d, cp, ep, etp) -> np.ndarray:
+    """Ranks holding the same experts: t x d x cp / (ep x etp) (Megatron's expert data-parallel size)."""
+    t, d, cp, ep, etp = (validate.number(n, x, 1, MAX_ND, integer=True)
+                         for n, x in (("t", t), ("d", d), ("cp", cp), ("ep", ep), ("etp", etp)))
+    return t * d * cp / (ep * etp)
+
+
+def moe_states(dense_rank, expert_stage, t, d, cp, ep, etp, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0,
+               expert_param_bytes=None) -> dict[str, States]:
+    """Per-GPU states split into `dense` and `expert`: dense_rank parameters already divided by t (and placed on
+    the stage), expert_stage = routed-expert parameters of the whole stage (divided here by ep x etp).
+    expert_param_bytes: weight bytes of the experts when they differ from the dense part's (FP8 GEMM weights)."""
+    etp = validate.number("etp", etp, 1, MAX_TP, integer=True)
+    dense = sharded_states(dense_rank, np.asarray(d) * np.asarray(cp), stage, k, param_bytes, grad_bytes)
+    ebytes = param_bytes if expert_param_bytes is None else expert_param_bytes
+    expert = sharded_states(np.asarray(expert_stage) / (np.asarray(ep) * etp),
+                            expert_data_parallel(t, d, cp, ep, etp), stage, k, ebytes, grad_bytes)
+    return {"dense": dense, "expert": expert}
+
+
+def moe_layers_on_stage(model, p) -> np.ndarray:
+    """MoE layers on the fullest pipeline stage: ceil(L / p) layers, at most the model's MoE layers (DeepSeek-V3's
+    3 dense layers share the first stage with MoE ones, so a later stage is the fullest)."""
+    p = validate.number("p", p, 1, model.layers, integer=True)
+    return np.minimum(np.ceil(model.layers / p), model.moe_layers)
+
+
+def expert_params_per_layer(model) -> float:
+    """Routed-expert parameters of one MoE layer (the count in use, scaled like model.expert_params)."""
+    return model.expert_params / model.moe_layers if model.moe_layers else 0.0
+
+
+def moe_mlp_sbh(top_k, shared, expert_ffn, hidden, capacity=1.0, fp8=False) -> np.ndarray:
+    """A MoE layer's expert activations per token in s b h units (module docstring), before dividing by t."""
+    f = np.asarray(expert_ffn, dtype=float) / np.asarray(hidden, dtype=float)
+    routed = np.asarray(top_k, dtype=float) * validate.number("capacity", capacity, 1.0, 64.0)
+    fp8 = np.asarray(fp8, dtype=bool)
+    return np.where(fp8, routed * (1 + 3 * f) + 3 * shared * f, routed * (2 + 4 * f) + 4 * shared * f)
+
+
+def moe_extra_bytes(model, mb, t=1, cp=1, capacity=1.0, fp8=False, recompute="none") -> np.ndarray:
+    """Activation bytes one MoE layer keeps beyond the dense layer's formula, one micro-batch, one GPU (0 for a
+    dense model, and with full recompute, which keeps only the layer input)."""
+    if not model.is_moe:
+        return np.zeros(np.broadcast(np.asarray(mb), np.asarray(t), np.asarray(cp)).shape)
+    moe = model.moe
+    fp8 = np.asarray(fp8, dtype=bool)
+    delta = moe_mlp_sbh(moe.top_k, moe.shared, moe.expert_ffn or model.ffn, model.hidden, capacity, fp8) \
+        - np.where(fp8, DENSE_MLP_SBH[1], DENSE_MLP_SBH[0])
+    sbh = model.seq * np.asarray(mb, dtype=float) * model.hidden
+    extra = sbh * delta / (np.asarray(t, dtype=float) * np.asarray(cp, dtype=float))
+    return np.where(np.asarray(recompute) == "full", 0.0, extra)
+
+
+def largest_expert_layer(model, ep=1, etp=1) -> float:
+    """Routed-expert parameters of one MoE layer on one GPU (what ZeRO-3 gathers for that layer's experts)."""
+    return expert_params_per_layer(model) / (ep * etp) if model.is_moe else 0.0
+
+
+def experts_per_gpu(model, ep) -> int:
+    """Routed experts of each MoE layer one GPU holds (E / ep)."""
+    return math.ceil(model.moe.experts / ep) if model.is_moe else 0
