@@ -10,6 +10,7 @@ import pandas as pd
 
 GB = 1e9
 GIB = float(1 << 30)
+TB = 1e12  # NVMe drives are sold in TB = 1e12 bytes
 
 
 def to_gb(nbytes):

@@ -49,7 +49,7 @@ with st.expander("Optimizer, precision and the t x p split"):
         v[key] = spec_input(ZERO[key], container=cols[i % 4])
 with st.expander("Offload, reserve and cluster"):
     cols = st.columns(4)
-    keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer"]
+    keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw"]
     keys += ["gpus_per_node", "bw"] if v["gpu"] == "custom" else []
     for i, key in enumerate(keys):
         v[key] = spec_input(ZERO[key], container=cols[i % 4])
@@ -73,6 +73,7 @@ main = st.container()  # filled once the tab inputs below are known
 tabs = st.tabs(list(zp.TABS), key="tab", bind="query-params")
 with tabs[2]:
     v["deepspeed"] = spec_input(ZERO["deepspeed"], label="Compare with DeepSpeed's estimator (stages 2 and 3)")
+    v["deepspeed_zero2"] = spec_input(ZERO["deepspeed_zero2"], widget="radio", horizontal=True)
 with tabs[3]:
     cols = st.columns(2)
     for i, key in enumerate(zp.WRAP):
@@ -116,8 +117,8 @@ with main:
     for col, bar in zip(metrics, view.bars, strict=True):
         col.metric(f"{bar.label} per GPU", fz.amount(bar.total, unit),
                    delta="fits" if bar.fits else "does not fit", delta_color="normal" if bar.fits else "inverse",
-                   delta_arrow="off", help=f"{fz.both_units(bar.total)}; smallest N_d that fits: "
-                                           f"{fz._nd_text(bar.smallest_nd)}")
+                   delta_arrow="off", help=f"{fz.both_units(bar.total)}; headroom {fz.both_units(bar.headroom)}; "
+                                           f"smallest N_d that fits: {fz._nd_text(bar.smallest_nd)}")
     left, right = st.columns(2)
     left.plotly_chart(fz.memory_bars(view.bars, unit, view.gpu_bytes, rep.usable, q.stage), key="zero_bars")
     right.plotly_chart(fz.memory_vs_nd(view.curve, view.limits, unit, q.nd, view.gpu_bytes), key="zero_curve")
@@ -137,7 +138,8 @@ with tabs[0]:
         c = fz.in_unit(view.comm, unit).drop(columns=["stage", "key"]).rename(columns={"stage_label": "stage"})
         st.dataframe(c, hide_index=True, column_config=fz.number_format(c, 3))
         st.caption(f"Ring collectives over N_d = {q.nd:,} ranks at {q.bw:g} GB/s per rank; 16-bit values. "
-                   "Volume in multiples of Psi as N_d grows: 2, 2, 2, 3 (ZeRO paper, section 7).")
+                   "Volume in multiples of Psi as N_d grows: 2, 2, 2, 3 (ZeRO paper, section 7). "
+                   + view.units_note)
 with tabs[1]:
     if tabs[1].open:
         if view.act is None:
@@ -169,6 +171,8 @@ with tabs[2]:
             ds = fz.stage_table(view.bars, rep.stages, "GiB")
             keep = ["stage", "offload", "total on GPU [GiB]", "DeepSpeed GPU [GiB]", "DeepSpeed CPU per node [GiB]"]
             st.dataframe(ds[[c for c in keep if c in ds]], hide_index=True, column_config=fz.number_format(ds))
+            st.caption("ZeRO-2 without offload: " + "; ".join(f"**{k}** = {x}" for k, x in zv.DS_ZERO2.items())
+                       + f". Shown: {q.deepspeed_zero2}.")
         else:
             st.caption("Turn the comparison on to see both estimates side by side (in GiB).")
 with tabs[3]:
@@ -208,6 +212,8 @@ with tabs[4]:
                 f"global norm ({eq.clipped_steps} of {eq.steps} steps clipped) costs one extra scalar all-reduce "
                 f"per step and still gives {eq.max_abs_diff_clipped!r} when the partial sums are added in the same "
                 f"order; summing the squares in one go instead differs by {eq.max_abs_diff_clipped_one_sum:.1e}. "
-                f"Loss {eq.loss_start:.3f} -> {eq.loss_end:.3f}.")
+                f"All ranks identical: plain DP **{eq.replicas_identical}**, sharded **{eq.sharded_identical}**. "
+                f"Mean |theta - target| {eq.error_start:.3f} -> {eq.error_end:.3f} (loss {eq.loss_start:.3f} -> "
+                f"{eq.loss_end:.3f}).")
 
 copy_link_box(v, SPECS, "zero", container=st.sidebar)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = "/work/main"
+from tests.conftest import ROOT  # this checkout, not a fixed path (a worktree must test its own code)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

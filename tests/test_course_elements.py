@@ -6,11 +6,24 @@ ZeRO paper's P_os / P_os+g / P_os+g+p, step 5's sharded Adam: all ranks identica
 66 GB left over", Recall 1's 61.75 GB "still too large once activations are added", "2 Psi bytes").
 """
 
+import json
+import subprocess
+import sys
+
 import pytest
 
+from core.cost import comm
+from core.errors import InputError
+from core.memory import offload
+from core.memory import states as memory
+from core.memory.equivalence import demonstrate
+from core.params.memory import ZeroParams
 from core.pipeline import formulas
 from core.pipeline.result import PipelineParams, simulate
+from core.units import GIB
 from core.views import lecture
+from core.views import zero as zero_view
+from tests.conftest import ROOT
 from ui import lecture_text as lt
 
 # --- the pipeline: efficiency, GPipe's rule of thumb, the overstatement, "under" vs "at most" ----------------------
@@ -81,3 +94,79 @@ def test_zero_volume_is_in_values_and_the_chapters_bytes_wording_is_noted():
     assert "about 2 Psi bytes" in lt.a_q5(z)
     sent = {v["stage_label"]: v["sent per rank [bytes]"] for v in z.volumes}
     assert sent["DP"] == pytest.approx(2 * 7.5e9 * 2 * 63 / 64)  # 2 Psi values x 2 bytes x (N-1)/N
+
+
+# --- the ZeRO page and `python -m core zero` ---------------------------------------------------------------------
+
+
+def zero_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core", "zero", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_zero_paper_names_stand_beside_the_stage_numbers():
+    # seed 000: "DeepSpeed calls stages 1-3 and the paper writes P_os, P_os+g, P_os+g+p"
+    assert [memory.stage_title(s) for s in range(4)] == ["DP", "ZeRO-1 (P_os)", "ZeRO-2 (P_os+g)",
+                                                         "ZeRO-3 (P_os+g+p)"]
+    t1 = memory.table1(7.5e9).set_index("N_d")
+    assert t1.loc[64, "ZeRO-2 (P_os+g) [bytes]"] == pytest.approx(16.640625e9)  # the paper's 16.6 GB
+    assert list(comm.zero_comm_table(7.5e9, 64)["ZeRO paper"]) == list(memory.PAPER_NAMES)
+    assert [r["stage"] for r in lt.a_q4(lecture.zero_stages(7.5, 64))][1:] == ["ZeRO-1 (P_os)", "ZeRO-2 (P_os+g)",
+                                                                               "ZeRO-3 (P_os+g+p)"]
+    out = zero_cli("--params", "7.5e9", "--nd", "64").stdout
+    assert "ZeRO-3 (P_os+g+p)" in out and "ZeRO-1 (P_os)" in out
+
+
+def test_sharded_adam_reports_all_ranks_identical_and_mean_error_0_777_to_0_056():
+    # seed 000, step 5 at its settings (seed 0, 1,000 parameters, 4 ranks, 50 steps): both sides "all ranks
+    # identical: True", max difference 0.00e+00, "mean |theta - target|, start -> end : 0.777 -> 0.056"
+    r = demonstrate(ranks=4, steps=50, size=1000, seed=0)
+    assert r.replicas_identical and r.sharded_identical and r.max_abs_diff == 0.0
+    assert (round(r.error_start, 3), round(r.error_end, 3)) == (0.777, 0.056)
+    assert r.state_per_rank_replicated == 2000 and r.state_per_rank_sharded == (500,) * 4
+    out = subprocess.run([sys.executable, "-m", "core", "equivalence"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120).stdout
+    assert "0.777 -> 0.056" in out and "sharded: all ranks identical                      True" in out
+
+
+def test_headroom_per_stage_14_gb_per_card_with_66_gb_left_over():
+    # seed 002: 7B on 8 x 80 GB A100, stage 3 = 14 GB per card "with 66 GB left over"; stage 1 38.5, stage 2 26.25
+    out = json.loads(zero_cli("--params", "7e9", "--nd", "8", "--gpu-mem", "80", "--json").stdout)
+    assert out["zero3"]["total"] == pytest.approx(14e9) and out["zero3"]["headroom"] == pytest.approx(66e9)
+    assert out["zero1"]["headroom"] == pytest.approx(80e9 - 38.5e9)
+    assert out["zero2"]["headroom"] == pytest.approx(80e9 - 26.25e9)
+    assert out["dp"]["headroom"] == pytest.approx(80e9 - 112e9)  # short by 32 GB: the "112 GB" of the chapter
+    view = zero_view.zero_view(ZeroParams(params=7_000_000_000, nd=8), zero_view.preset_shape("zero-7.5b"), None)
+    assert view.bars[3].headroom == pytest.approx(66e9)
+    text = zero_cli("--params", "7e9", "--nd", "8").stdout
+    assert "headroom GB" in text and next(x for x in text.splitlines() if x.startswith("ZeRO-3")).split()[-1] == "66.00"
+
+
+def test_deepspeed_zero2_switch_between_the_code_and_the_documentation():
+    # DeepSpeed memory.rst prints 15.93 "GB" (GiB) per GPU for t5-3b (2851M) on 8 GPUs, ZeRO-2 without offload:
+    # 4 Psi + 16 Psi / GPUs; its stage_1_and_2.py computes 2 Psi + 18 Psi / GPUs = 11.28 GiB
+    q = {"params": 2_851_000_000, "nd": 8, "stage": "2", "deepspeed": True}
+    docs = zero_view.build(ZeroParams(**q, deepspeed_zero2="docs")).stages["zero2"]
+    code = zero_view.build(ZeroParams(**q)).stages["zero2"]
+    assert round(docs["deepspeed_gpu"] / GIB, 2) == 15.93 and round(code["deepspeed_gpu"] / GIB, 2) == 11.28
+    assert "4 Psi + 16 Psi / GPUs" in docs["deepspeed_formula"] and "memory.rst" in docs["deepspeed_formula"]
+    assert "2 Psi + 18 Psi / GPUs" in code["deepspeed_formula"] and "stage_1_and_2.py" in code["deepspeed_formula"]
+    out = zero_cli("--params", "2851e6", "--nd", "8", "--stage", "2", "--deepspeed", "--deepspeed-zero2", "docs")
+    assert "15.93 GiB per GPU" in out.stdout and "memory.rst" in out.stdout
+
+
+def test_zero_infinity_nvme_tier_capacity_and_time():
+    # ZeRO-Infinity's third tier (seed 002: "push shards onto CPU RAM or even NVMe"): stage 3 with parameter
+    # shards and optimizer state on NVMe, gradient shards in CPU memory; 70B on 64 ranks, 8 per node
+    p = offload.placement(70e9, 64, 3, "nvme", largest_layer=1e9)
+    assert float(p.gpu_total) == pytest.approx(4e9)  # only the gathered layer's 16-bit params and grads
+    assert float(p.cpu_total) == pytest.approx(2 * 70e9 / 64)
+    assert float(p.nvme_per_node(8)) == pytest.approx(8 * 14 * 70e9 / 64)
+    assert float(p.gpu_total + p.cpu_total + p.nvme_total) - 4e9 == pytest.approx(16 * 70e9 / 64)
+    # one step with one micro-batch: params read twice and written once, optimizer state read and written
+    assert float(offload.nvme_traffic(70e9, 64)) == pytest.approx((3 * 2 + 2 * 12) * 70e9 / 64)
+    row = zero_view.build(ZeroParams(params=70_000_000_000, nd=64, stage="3", offload="nvme",
+                                     largest_layer=1_000_000_000, nvme_bw=25.0)).stages["zero3"]
+    assert row["nvme_seconds"] == pytest.approx(8 * 30 * 70e9 / 64 / 25e9) and row["nvme_fits"]
+    with pytest.raises(InputError, match="needs ZeRO stage 3"):
+        offload.placement(70e9, 64, 2, "nvme")

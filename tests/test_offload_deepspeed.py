@@ -44,7 +44,8 @@ def test_zero_infinity_stage3_leaves_only_the_gathered_layer_on_the_gpu():
 
 @pytest.mark.parametrize("stage,mode,needle", [(0, "optimizer", "stage 1 or higher"),
                                                (2, "optimizer+params", "needs ZeRO stage 3"),
-                                               (3, "nvme", "not allowed")])
+                                               (2, "nvme", "needs ZeRO stage 3"),
+                                               (3, "disk", "not allowed")])
 def test_unsupported_offload_is_an_input_error(stage, mode, needle):
     with pytest.raises(InputError, match=needle):
         offload.placement(7e9, 8, stage, mode)

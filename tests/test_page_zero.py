@@ -64,7 +64,7 @@ def bar_totals(at):
     """GB per stage summed over the stacked traces of the memory chart."""
     spec = figure(at, "zero_bars")
     bars = [t for t in spec["data"] if t["type"] == "bar"]
-    return dict(zip(bars[0]["x"], np.sum([t["y"] for t in bars], axis=0), strict=True))
+    return dict(zip([x.split(" ")[0] for x in bars[0]["x"]], np.sum([t["y"] for t in bars], axis=0), strict=True))
 
 
 # --- the default view: the paper's example ---------------------------------------------------------------
@@ -89,7 +89,8 @@ def test_table1_reproduces_the_paper():
     table = frame(run(), "N_d").set_index("N_d")
     for nd, (s1, s2, s3) in TABLE1.items():
         assert table.loc[nd, "DP [GB]"] == pytest.approx(120)
-        got = table.loc[nd, ["ZeRO-1 [GB]", "ZeRO-2 [GB]", "ZeRO-3 [GB]"]].to_numpy(dtype=float)
+        cols = ["ZeRO-1 (P_os) [GB]", "ZeRO-2 (P_os+g) [GB]", "ZeRO-3 (P_os+g+p) [GB]"]
+        got = table.loc[nd, cols].to_numpy(dtype=float)
         assert np.abs(got - [s1, s2, s3]).max() < 0.06, (nd, got)
 
 
@@ -100,7 +101,7 @@ def test_curve_shows_the_4x_and_8x_floors():
     assert "ZeRO-2 floor 15 GB = DP / 8" in labels  # 2 Psi = 15 GB: at most 8x
     assert "GPU memory 80.0 GB" in labels and "N_d = 64" in labels
     assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"
-    zero3 = next(t for t in spec["data"] if t.get("name") == "ZeRO-3")
+    zero3 = next(t for t in spec["data"] if t.get("name") == "ZeRO-3 (P_os+g+p)")
     assert zero3["y"][0] == pytest.approx(120) and zero3["y"][-1] < 0.01  # no floor: keeps falling with N_d
 
 
@@ -125,7 +126,7 @@ def test_params_gpu_memory_unit_and_stage_inputs():
     assert deltas(at)["ZeRO-1 per GPU"] == "does not fit" and deltas(at)["ZeRO-3 per GPU"] == "fits"
     at.radio(key="unit").set_value("GiB").run()
     assert metrics(at)["ZeRO-3 per GPU"] == f"{13e9 / GIB:,.2f} GiB"
-    assert "ZeRO-3 [GiB]" in frame(at, "N_d").columns
+    assert "ZeRO-3 (P_os+g+p) [GiB]" in frame(at, "N_d").columns
     at.selectbox(key="stage").set_value("3").run()
     opacity = figure(at, "zero_bars")["data"][0]["marker"]["opacity"]
     assert opacity == [0.35, 0.35, 0.35, 1.0]  # the chosen stage stands out
@@ -243,8 +244,21 @@ def test_equivalence_demo_runs_live_and_is_exact():
     assert m["Adam state per rank, replicated"] == "2,000"
     assert m["Adam state per rank, sharded"] == "500 / 500 / 500 / 500"
     assert any("**0.0**" in md.value for md in at.markdown)
+    # seed 000, step 5: "all ranks identical" on both sides and mean |theta - target| 0.777 -> 0.056
+    assert any("plain DP **True**, sharded **True**" in md.value and "0.777 -> 0.056" in md.value
+               for md in at.markdown)
     at.slider(key="ranks").set_value(8).run()
     assert metrics(at)["Adam state per rank, sharded"] == "250 / 250 / 250 / 250 ..."
+
+
+def test_headroom_per_stage_and_the_deepspeed_formula_switch():
+    at = run({"params": "7000000000", "nd": "8"})  # seed 002: 14 GB per card "with 66 GB left over"
+    assert stage_rows(at).loc["ZeRO-3", "headroom [GB]"] == pytest.approx(66)
+    assert stage_rows(at).loc["ZeRO-1", "ZeRO paper"] == "P_os"
+    at = run({"params": "2851000000", "nd": "8", "deepspeed": "true", "deepspeed_zero2": "docs", "tab": "DeepSpeed"})
+    assert frame_with(at, "DeepSpeed GPU [GiB]").set_index("stage").loc["ZeRO-2", "DeepSpeed GPU [GiB]"] == \
+        pytest.approx(15.93, abs=0.005)  # DeepSpeed memory.rst, t5-3b on 8 GPUs
+    assert any("**docs** = 4 Psi + 16 Psi / GPUs" in c.value for c in at.caption)
 
 
 def test_closed_tabs_compute_nothing():

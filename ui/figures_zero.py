@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.memory.states import STAGE_KEYS, STAGE_LABELS
+from core.memory.states import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
 from ui.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
@@ -63,7 +63,7 @@ def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool =
 
 def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str = "all") -> go.Figure:
     """Stacked bytes per GPU for DP and ZeRO 1-3, the GPU's memory as a line, and fit / no fit per bar."""
-    labels = [b.label for b in bars]
+    labels = [b.title or b.label for b in bars]
     chosen = None if selected == "all" else STAGE_LABELS[int(selected)]
     opacity = [1.0 if chosen in (None, b.label) else 0.35 for b in bars]
     fig = go.Figure()
@@ -80,9 +80,9 @@ def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str 
         fig.add_hline(y=to_unit(usable, unit), line={"color": COLORS["usable"], "width": 2, "dash": "dash"},
                       annotation_text=f"usable after reserve {to_unit(usable, unit):,.1f} {unit}",
                       annotation_position="bottom right")
-    for b in bars:
+    for x, b in zip(labels, bars, strict=True):
         mark = "fits" if b.fits else "does not fit"
-        fig.add_annotation(x=b.label, y=to_unit(b.total, unit), yanchor="bottom", showarrow=False,
+        fig.add_annotation(x=x, y=to_unit(b.total, unit), yanchor="bottom", showarrow=False,
                            text=f"<b>{'✓' if b.fits else '✗'} {to_unit(b.total, unit):,.2f}</b><br>{mark}",
                            font={"color": "#1b7f3b" if b.fits else "#b3261e", "size": font_size() - 2})
     top = max(max(to_unit(b.total, unit) for b in bars), to_unit(gpu_bytes, unit))
@@ -104,8 +104,8 @@ def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: i
     ends = [x[0], x[-1]]
     for s, key in enumerate(STAGE_KEYS):
         fig.add_scatter(x=x, y=to_unit(curve[f"{key} [bytes]"].to_numpy(), unit), mode="lines",
-                        name=STAGE_LABELS[s], line={"color": STAGE_COLORS[s], "width": 3},
-                        hovertemplate=f"{STAGE_LABELS[s]}, N_d %{{x:,}}: %{{y:,.3g}} {unit}<extra></extra>")
+                        name=stage_title(s), line={"color": STAGE_COLORS[s], "width": 3},
+                        hovertemplate=f"{stage_title(s)}, N_d %{{x:,}}: %{{y:,.3g}} {unit}<extra></extra>")
     for s in (1, 2):
         floor = float(curve[f"{STAGE_KEYS[s]} floor [bytes]"].iloc[0])
         if floor <= 0 or not math.isfinite(limits[s]):
@@ -153,10 +153,13 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
     for b in bars:
         r = stages[b.key]
         rows.append({
-            "stage": b.label, "offload": b.offload, "params [bytes]": b.params, "grads [bytes]": b.grads,
+            "stage": b.label, "ZeRO paper": PAPER_NAMES[STAGE_KEYS.index(b.key)], "offload": b.offload,
+            "params [bytes]": b.params, "grads [bytes]": b.grads,
             "optimizer [bytes]": b.optimizer, "gathered layer [bytes]": b.working,
             "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
-            "CPU per node [bytes]": b.cpu_per_node, "fits": "yes" if b.fits else "no",
+            "CPU per node [bytes]": b.cpu_per_node, "NVMe per node [bytes]": b.nvme_per_node,
+            "NVMe time per step [s]": r["nvme_seconds"], "headroom [bytes]": b.headroom,
+            "fits": "yes" if b.fits else "no",
             "smallest N_d that fits": _nd_text(b.smallest_nd),
             "states vs DP [x less]": r["reduction_vs_dp"], "comm [x Psi]": r["comm_psi"],
             "sent per rank [bytes]": r["comm_bytes"], "comm time [s]": r["comm_seconds"],
@@ -164,8 +167,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
               "DeepSpeed CPU per node [bytes]": r.get("deepspeed_cpu_per_node", np.nan)}
              if any("deepspeed_gpu" in x for x in stages.values()) else {}))
     frame = pd.DataFrame(rows)
-    unused = [c for c in ("gathered layer [bytes]", "activations [bytes]", "CPU per node [bytes]")
-              if not frame[c].any()]
+    unused = [c for c in ("gathered layer [bytes]", "activations [bytes]", "CPU per node [bytes]",
+                          "NVMe per node [bytes]", "NVMe time per step [s]") if not frame[c].any()]
     return units.frame_in(frame.drop(columns=unused), unit)
 
 

@@ -146,7 +146,7 @@ def a_q3(a: lecture.OneFOneBAnswer) -> str:
 
 def a_q4(a: lecture.StageContents) -> list[dict]:
     """Rows for a table: per stage, what is sharded and the bytes per GPU of each component."""
-    return [{"stage": r["label"], "sharded over N_d": ", ".join(r["sharded"]) or "nothing (replicated)",
+    return [{"stage": r["title"], "sharded over N_d": ", ".join(r["sharded"]) or "nothing (replicated)",
              "parameters": fmt_bytes(r["params"]), "gradients": fmt_bytes(r["grads"]),
              "optimizer state": fmt_bytes(r["optimizer"]), "total per GPU": fmt_bytes(r["total"])}
             for r in a.rows]

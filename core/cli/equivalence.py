@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"  with global-norm clipping (clip {v['clip']:g}, active on {r.clipped_steps} steps),")
     print(f"    same reduction order (+{r.extra_scalar_allreduces} scalar all-reduces)  {r.max_abs_diff_clipped:.3e}")
     print(f"    replicated side summing the squares in one go   {r.max_abs_diff_clipped_one_sum:.3e}")
-    print(f"  replicas identical with each other               {r.replicas_identical}")
+    print(f"  plain DP: all ranks identical                     {r.replicas_identical}")
+    print(f"  sharded: all ranks identical                      {r.sharded_identical}")
     print(f"  Adam moments per rank: replicated {r.state_per_rank_replicated:,} numbers, sharded "
           f"{' / '.join(f'{s:,}' for s in shards)} numbers")
+    print(f"  mean |theta - target|, start -> end               {r.error_start:.3f} -> {r.error_end:.3f}")
     print(f"  loss {r.loss_start:.4f} -> {r.loss_end:.4f}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 
 from core.cli import spec_args
 from core.cli.text import print_json, render
+from core.cost.comm import volume_units_note
 from core.memory import states as memory
 from core.params.memory import ZERO, ZeroParams
 from core.units import GB, GIB
@@ -62,33 +63,46 @@ def _human(report: zero_report.ZeroReport) -> str:
         "",
     ]
     headers = ["stage", "params GB", "grads GB", "optim GB", "total GB", "total GiB", "vs DP", "comm/step",
-               "smallest N_d", f"fits {q.gpu_mem:g} GB"]
+               "smallest N_d", f"fits {q.gpu_mem:g} GB", "headroom GB"]
     offload = any(r["offload"] != "none" for r in report.stages.values())
+    nvme = any(r["offload"] == "nvme" for r in report.stages.values())
     if offload:
-        headers[-1:-1] = ["GPU GB", "CPU/node GB"]
+        headers[-2:-2] = ["GPU GB", "CPU/node GB"]
+    if nvme:
+        headers[-2:-2] = ["NVMe/node GB", "NVMe s/step"]
     rows = []
     for key, r in report.stages.items():
         need = "never" if r["smallest_nd"] != r["smallest_nd"] or r["smallest_nd"] == float("inf") else \
             f"{r['smallest_nd']:,.0f}"
         if r["offload"] != "none":
             need = "-"
-        row = [memory.STAGE_LABELS[memory.STAGE_KEYS.index(key)], _gb(r["params"]), _gb(r["grads"]),
+        row = [memory.stage_title(memory.STAGE_KEYS.index(key)), _gb(r["params"]), _gb(r["grads"]),
                _gb(r["optimizer"]), _gb(r["total"]), f"{r['total'] / GIB:,.2f}", f"{r['reduction_vs_dp']:.1f}x",
                f"{r['comm_psi']:g} Psi = {_gb(r['comm_bytes'])} GB", need, "yes" if r["fits"] else "no"]
+        row.append(_gb(r["headroom"]))
         if offload:
-            row[-1:-1] = [_gb(r["gpu"]), _gb(r["cpu_per_node"])]
+            row[-2:-2] = [_gb(r["gpu"]), _gb(r["cpu_per_node"])]
+        if nvme:
+            row[-2:-2] = [_gb(r["nvme_per_node"]) + ("" if r["nvme_fits"] else " (too big)"),
+                          f"{r['nvme_seconds']:.3g}"]
         rows.append(row)
     lines.append(render(headers, rows))
     lines.append("")
     lines.append(f"comm/step: bytes each rank sends with ring collectives over N_d = {q.nd:,} "
                  f"({q.bw:g} GB/s per rank: " + ", ".join(
                      f"{memory.STAGE_LABELS[memory.STAGE_KEYS.index(k)]} {r['comm_seconds']:.3g} s"
-                     for k, r in report.stages.items()) + ").")
+                     for k, r in report.stages.items()) + "). " + volume_units_note(bpp.param_bytes))
+    lines.append("headroom: usable GPU memory left after the model states (negative: short by that much).")
+    if nvme:
+        lines.append(f"NVMe (ZeRO-Infinity): parameter shards and optimizer state on {q.nvme_tb:g} TB per node; "
+                     f"s/step reads the parameters for one forward and backward and reads and writes the optimizer "
+                     f"state once, at {q.nvme_bw:g} GB/s per node shared by its GPUs.")
     if q.deepspeed:
         for key, r in report.stages.items():
             if "deepspeed_gpu" in r:
                 lines.append(f"DeepSpeed estimate, {memory.STAGE_LABELS[memory.STAGE_KEYS.index(key)]}: "
                              f"{r['deepspeed_gpu'] / GIB:.2f} GiB per GPU, {r['deepspeed_cpu_per_node'] / GIB:.2f} GiB "
-                             "per node (DeepSpeed prints these GiB as 'GB').")
+                             "per node (DeepSpeed prints these GiB as 'GB'); without offload "
+                             f"{r['deepspeed_formula']}.")
     lines.append("Model states only: activations and buffers come on top (python -m core activations ...).")
     return "\n".join(lines)

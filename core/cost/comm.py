@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from core import validate
-from core.memory.states import STAGE_KEYS, STAGE_LABELS, check_nd, check_psi, check_stage
+from core.memory.states import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, check_nd, check_psi, check_stage
 from core.params.memory import MAX_BANDWIDTH_GBS, MAX_GPUS, MAX_TP
 from core.units import GB
 
@@ -83,6 +83,7 @@ def zero_comm_table(psi, nd, bandwidth_gbs=100.0, bytes_per_value=2.0) -> pd.Dat
         rows.append({
             "stage": s,
             "stage_label": STAGE_LABELS[s],
+            "ZeRO paper": PAPER_NAMES[s],
             "key": STAGE_KEYS[s],
             "collectives": " + ".join(f"{c} ({what})" for c, what in ZERO_COLLECTIVES[s]),
             "volume [x Psi]": float(zero_volume_multiple(s)),

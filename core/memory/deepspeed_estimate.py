@@ -31,6 +31,11 @@ from core.params.memory import MAX_PSI
 from core.units import GIB
 
 REVISIONS = ("current", "legacy")
+FORMULA_REVISION = {"code": "current", "docs": "legacy"}  # core.params.memory.DS_ZERO2_FORMULAS -> revision
+ZERO2_FORMULA = {  # the GPU term without offload, and where it is written
+    "code": "2 Psi + 18 Psi / GPUs, DeepSpeed's code (stage_1_and_2.py)",
+    "docs": "4 Psi + 16 Psi / GPUs, DeepSpeed's documentation (memory.rst, from the older stage2.py)",
+}
 
 
 def _ints(**arrays) -> dict:

@@ -3,8 +3,11 @@
 ZeRO-Offload (Ren et al. 2021) runs Adam on the CPU: the optimizer state moves to host memory, and from
 stage 2 on the gradient shard follows it (the CPU optimizer consumes it). ZeRO-Infinity (Rajbhandari et
 al. 2021) at stage 3 also keeps the parameter shards in host memory and streams each layer in when it
-runs. Bytes are moved as they are, so GPU + CPU equals the no-offload total; DeepSpeed's own estimator
-counts differently (32-bit gradients on the CPU, a 1.5 buffer factor): see core.memory.deepspeed_estimate.
+runs. Its third tier, `nvme`, puts the parameter shards and the optimizer state on the node's NVMe drives
+(DeepSpeed offload_param / offload_optimizer device "nvme"); the gradient shards stay in CPU memory, where
+the CPU optimizer reads them. Bytes are moved as they are, so GPU + CPU + NVMe equals the no-offload total;
+DeepSpeed's own estimator counts differently (32-bit gradients on the CPU, a 1.5 buffer factor, no NVMe):
+see core.memory.deepspeed_estimate.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from core.errors import InputError
 from core.memory.states import COMPONENTS, check_stage, model_states
 from core.params.memory import MAX_PSI, OFFLOADS
 
+PARAM_OFFLOADS = ("optimizer+params", "nvme")  # the ZeRO-Infinity modes: parameters leave the GPU (stage 3)
+NVME_COMPONENTS = ("params", "optimizer")  # what the nvme mode puts on the drives; gradients stay in CPU memory
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -26,6 +32,7 @@ class Placement:
     gpu: dict[str, np.ndarray]
     cpu: dict[str, np.ndarray]
     working: np.ndarray  # gathered layer (params + grads) streamed through the GPU, ZeRO-Infinity only
+    nvme: dict[str, np.ndarray] | None = None  # what sits on NVMe (the nvme mode), per GPU rank
 
     @property
     def gpu_total(self) -> np.ndarray:
@@ -38,13 +45,20 @@ class Placement:
     def cpu_per_node(self, gpus_per_node) -> np.ndarray:
         return self.cpu_total * validate.number("gpus_per_node", gpus_per_node, 1, 1024, integer=True)
 
+    @property
+    def nvme_total(self) -> np.ndarray:
+        return sum(self.nvme.values()) if self.nvme else np.zeros_like(self.working)
+
+    def nvme_per_node(self, gpus_per_node) -> np.ndarray:
+        return self.nvme_total * validate.number("gpus_per_node", gpus_per_node, 1, 1024, integer=True)
+
 
 def supported(offload: str, stage: int) -> str:
     """The offload a stage can use when a table shows all stages: none for DP, optimizer-only below 3."""
     offload = validate.choice("offload", offload, OFFLOADS)
     if stage == 0:
         return "none"
-    if offload == "optimizer+params" and stage < 3:
+    if offload in PARAM_OFFLOADS and stage < 3:
         return "optimizer"
     return offload
 
@@ -55,11 +69,11 @@ def moved_components(offload: str, stage) -> dict[str, np.ndarray]:
     stage = check_stage(stage)
     if offload != "none" and (stage < 1).any():
         raise InputError("offload: needs ZeRO stage 1 or higher (DeepSpeed offloads the partitioned state)")
-    if offload == "optimizer+params" and (stage < 3).any():
-        raise InputError("offload: optimizer+params (ZeRO-Infinity) needs ZeRO stage 3")
+    if offload in PARAM_OFFLOADS and (stage < 3).any():
+        raise InputError(f"offload: {offload} (ZeRO-Infinity) needs ZeRO stage 3")
     on = offload != "none"
     return {
-        "params": np.broadcast_to(offload == "optimizer+params", stage.shape),
+        "params": np.broadcast_to(offload in PARAM_OFFLOADS, stage.shape),
         "grads": on & (stage >= 2),
         "optimizer": np.broadcast_to(on, stage.shape),
     }
@@ -75,4 +89,17 @@ def placement(psi, nd, stage, offload: str = "none", k=12.0, param_bytes=2.0, gr
     gpu = {c: np.where(moved[c], 0.0, getattr(states, c)) for c in COMPONENTS}
     cpu = {c: np.where(moved[c], getattr(states, c), 0.0) for c in COMPONENTS}
     working = np.where(moved["params"], (np.asarray(param_bytes) + np.asarray(grad_bytes)) * layer, 0.0)
-    return Placement(gpu, cpu, working)
+    nvme = None
+    if offload == "nvme":
+        nvme = {c: cpu[c] if c in NVME_COMPONENTS else np.zeros_like(cpu[c]) for c in COMPONENTS}
+        cpu = {c: np.zeros_like(cpu[c]) if c in NVME_COMPONENTS else cpu[c] for c in COMPONENTS}
+    return Placement(gpu, cpu, working, nvme)
+
+
+def nvme_traffic(psi, nd, k=12.0, param_bytes=2.0, micro_batches=1) -> np.ndarray:
+    """Bytes one rank reads and writes on NVMe per optimizer step in the nvme mode (stage 3): its parameter
+    shard read for every forward and every backward, the optimizer state read and written once, the updated
+    parameter shard written once."""
+    states = model_states(psi, nd, 3, k, param_bytes, 0.0)
+    m = validate.number("micro_batches", micro_batches, 1, 1 << 20, integer=True)
+    return (2.0 * m + 1.0) * states.params + 2.0 * states.optimizer

@@ -25,6 +25,12 @@ from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PP, MAX_PSI, MAX
 
 STAGE_KEYS = ("dp", "zero1", "zero2", "zero3")
 STAGE_LABELS = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
+PAPER_NAMES = ("baseline", "P_os", "P_os+g", "P_os+g+p")  # the ZeRO paper's names for the same stages
+
+
+def stage_title(stage: int) -> str:
+    """'ZeRO-2 (P_os+g)': DeepSpeed's stage number beside the paper's name (plain DP stays 'DP')."""
+    return STAGE_LABELS[stage] if stage == 0 else f"{STAGE_LABELS[stage]} ({PAPER_NAMES[stage]})"
 COMPONENTS = ("params", "grads", "optimizer")
 SHARDED_FROM = {"params": 3, "grads": 2, "optimizer": 1}  # first ZeRO stage that divides it by N_d
 
@@ -237,7 +243,7 @@ def table1(psi, nds=(1, 4, 16, 64, 256, 1024), k=12.0, param_bytes=2.0, grad_byt
     """The ZeRO paper's Table 1 layout for one model: a row per N_d, a column per stage, total bytes."""
     long = zero_table(psi, nds, k, param_bytes, grad_bytes)
     wide = long.pivot(index="nd", columns="stage", values="total [bytes]")
-    wide.columns = [f"{STAGE_LABELS[s]} [bytes]" for s in wide.columns]
+    wide.columns = [f"{stage_title(s)} [bytes]" for s in wide.columns]
     return wide.reset_index().rename(columns={"nd": "N_d"})
 
 

@@ -26,10 +26,11 @@ MAX_BANDWIDTH_GBS = 1e6  # GB/s per rank
 OPTIMIZER_NAMES = ("adam", "adam-8bit", "sgd-momentum", "sgd")
 PRECISIONS = ("mixed", "fp32")
 SPLITS = ("even", "embedding-on-ends")
-OFFLOADS = ("none", "optimizer", "optimizer+params")
+OFFLOADS = ("none", "optimizer", "optimizer+params", "nvme")
 STAGE_CHOICES = ("all", "0", "1", "2", "3")
 RECOMPUTE_MODES = ("none", "selective", "full")
 WRAP_POLICIES = ("block", "min-params", "root-only")
+DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 
 ZERO = table(
     Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
@@ -53,9 +54,10 @@ ZERO = table(
               "logits copy on the last, the rest is split evenly (needs the embedding size)."),
     Spec("embedding", "int", 0, 0, MAX_PSI, label="Embedding parameters", unit="parameters",
          help="Parameters of the word-embedding / logits matrix (vocabulary x hidden), for embedding-on-ends."),
-    Spec("offload", "choice", "none", choices=OFFLOADS, label="Offload to CPU",
-         help="ZeRO-Offload moves the optimizer state (and gradient shards from stage 2); ZeRO-Infinity at "
-              "stage 3 also moves the parameter shards."),
+    Spec("offload", "choice", "none", choices=OFFLOADS, label="Offload",
+         help="ZeRO-Offload moves the optimizer state to CPU memory (and gradient shards from stage 2); "
+              "ZeRO-Infinity at stage 3 also moves the parameter shards (optimizer+params), or puts parameter "
+              "shards and optimizer state on the node's NVMe drives (nvme; gradients stay in CPU memory)."),
     Spec("gpu_mem", "float", 80.0, 0.001, MAX_GPU_MEM_GB, label="GPU memory", unit="GB (1e9 bytes)",
          help="Memory of one GPU, in GB = 1e9 bytes (an '80 GB' A100 holds 80e9 bytes as sold)."),
     Spec("reserve", "float", 0.0, 0.0, MAX_GPU_MEM_GB, label="Reserve", unit="GB (1e9 bytes)",
@@ -68,11 +70,20 @@ ZERO = table(
          help="Used to report CPU memory per node when offloading."),
     Spec("bw", "float", 100.0, 0.001, MAX_BANDWIDTH_GBS, label="Bandwidth per rank", unit="GB/s (1e9 B/s)",
          help="Per-rank link bandwidth used by the ring collectives of the data-parallel group."),
+    Spec("nvme_tb", "float", 15.36, 0.001, 1e4, label="NVMe per node", unit="TB (1e12 bytes)",
+         help="Drive capacity per node for the nvme offload (DGX A100: 4 x 3.84 TB U.2 NVMe)."),
+    Spec("nvme_bw", "float", 25.0, 0.01, 1e4, label="NVMe bandwidth per node", unit="GB/s (1e9 B/s)",
+         help="Sequential read/write of the node's striped drives, shared by its GPUs (about 6 GB/s per PCIe 4 "
+              "drive, four drives); sets the nvme offload's time per step."),
     Spec("largest_layer", "int", 0, 0, MAX_PSI, label="Largest layer", unit="parameters",
          help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
               "so does ZeRO-Infinity when the parameters are offloaded."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
+    Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
+         help="code: what DeepSpeed's stage_1_and_2.py computes today, 2 Psi + 18 Psi / GPUs (t5-3b on 8 GPUs: "
+              "11.28 GiB); docs: what its memory.rst prints, 4 Psi + 16 Psi / GPUs from the older stage2.py "
+              "(15.93 GiB, printed as 'GB'). With optimizer offload both give 2 Psi."),
 )
 
 ACTIVATIONS = table(
@@ -159,8 +170,11 @@ class ZeroParams:
     gpus: int = ZERO["gpus"].default
     gpus_per_node: int = ZERO["gpus_per_node"].default
     bw: float = ZERO["bw"].default
+    nvme_tb: float = ZERO["nvme_tb"].default
+    nvme_bw: float = ZERO["nvme_bw"].default
     largest_layer: int = ZERO["largest_layer"].default
     deepspeed: bool = ZERO["deepspeed"].default
+    deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
 
     def __post_init__(self) -> None:
         _check_optional(self, ZERO)

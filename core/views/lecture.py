@@ -290,7 +290,7 @@ def zero_stages(psi_billion: float, nd: int, key_psi: str = "q_psi", key_nd: str
     for s in range(4):
         st = memory.model_states(psi, nd, s)
         sharded = [c for c in memory.COMPONENTS if s >= memory.SHARDED_FROM[c]]
-        rows.append({"stage": s, "label": memory.STAGE_LABELS[s], "sharded": sharded,
+        rows.append({"stage": s, "label": memory.STAGE_LABELS[s], "title": memory.stage_title(s), "sharded": sharded,
                      **{c: float(getattr(st, c)) for c in memory.COMPONENTS}, "total": float(st.total)})
     table = comm.zero_comm_table(psi, nd)
     volumes = table[["stage_label", "collectives", "volume [x Psi]", "sent per rank [bytes]"]].to_dict("records")

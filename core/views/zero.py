@@ -17,13 +17,14 @@ from core.cost import comm
 from core.errors import InputError
 from core.memory import activations, deepspeed_estimate, fit
 from core.memory import states as memory
-from core.memory.offload import placement, supported
+from core.memory.offload import PARAM_OFFLOADS, nvme_traffic, placement, supported
 from core.model import counts, presets
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import peak_inflight
-from core.units import GB
+from core.units import GB, TB
 
+DS_ZERO2 = deepspeed_estimate.ZERO2_FORMULA  # which DeepSpeed ZeRO-2 formula is which (the page names both)
 TABLE1_ND = (1, 4, 16, 64, 256, 1024)  # the columns of the ZeRO paper's Table 1
 CURVE_ND_MAX = 1 << 16
 
@@ -76,19 +77,29 @@ def build(q: ZeroParams) -> ZeroReport:
         sent = float(comm.zero_comm_bytes(psi, q.nd, s, bpp.param_bytes))
         gpu = float(placed.gpu_total)
         need = float(fit.min_nd(psi, s, usable, **kw)) if mode == "none" else float("nan")
+        nvme = float(placed.nvme_per_node(q.gpus_per_node))
         row = {
             "params": float(states.params), "grads": float(states.grads), "optimizer": float(states.optimizer),
             "total": float(states.total), "offload": mode, "gpu": gpu,
-            "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)),
+            "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)), "nvme_per_node": nvme,
+            "nvme_fits": bool(nvme <= q.nvme_tb * TB), "nvme_seconds": _nvme_seconds(q, psi, s, mode, bpp),
             "floor": float(memory.floor_bytes(psi, s, **kw)),
             "reduction_vs_dp": dp_total / float(states.total),
             "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent, "comm_seconds": sent / (q.bw * GB),
-            "usable": usable, "fits": bool(gpu <= usable), "smallest_nd": need,
+            "usable": usable, "headroom": usable - gpu, "fits": bool(gpu <= usable), "smallest_nd": need,
         }
         if q.deepspeed and s in (2, 3):
             row |= _deepspeed(q, s)
         stages[memory.STAGE_KEYS[s]] = row
     return ZeroReport(q, psi, bpp, usable, stages)
+
+
+def _nvme_seconds(q: ZeroParams, psi: float, stage: int, mode: str, bpp: memory.BytesPerParam) -> float:
+    """Time per step (one micro-batch) to move every rank's NVMe traffic through the node's drives."""
+    if mode != "nvme":
+        return 0.0
+    traffic = nvme_traffic(psi, q.nd, bpp.k, bpp.param_bytes) * min(q.gpus_per_node, q.nd)
+    return float(traffic / (q.nvme_bw * GB))
 
 
 def per_rank_layer(q: ZeroParams) -> float:
@@ -102,12 +113,16 @@ def _deepspeed(q: ZeroParams, stage: int) -> dict:
         raise InputError(f"deepspeed: N_d = {q.nd} is not a whole number of {per_node}-GPU nodes")
     nodes = q.nd // per_node
     offload = q.offload != "none"
+    formula = "4 x largest layer + 18 Psi / GPUs, DeepSpeed's code (stage3.py)"
     if stage == 2:
-        est = deepspeed_estimate.zero2(q.params, per_node, nodes, offload)
+        est = deepspeed_estimate.zero2(q.params, per_node, nodes, offload,
+                                       revision=deepspeed_estimate.FORMULA_REVISION[q.deepspeed_zero2])
+        formula = deepspeed_estimate.ZERO2_FORMULA[q.deepspeed_zero2]
     else:
         est = deepspeed_estimate.zero3(q.params, q.largest_layer, per_node, nodes, offload,
-                                       q.offload == "optimizer+params", True)
-    return {"deepspeed_gpu": float(est["gpu"]), "deepspeed_cpu_per_node": float(est["cpu"])}
+                                       q.offload in PARAM_OFFLOADS, True)
+    return {"deepspeed_gpu": float(est["gpu"]), "deepspeed_cpu_per_node": float(est["cpu"]),
+            "deepspeed_formula": formula}
 
 
 @dataclass(frozen=True)
@@ -171,6 +186,9 @@ class StageBar:
     total: float
     fits: bool
     smallest_nd: float  # with the activations, nan when offloading, inf when never
+    headroom: float = 0.0  # usable bytes left after everything above (negative: short by that much)
+    nvme_per_node: float = 0.0  # the nvme offload's bytes on each node's drives
+    title: str = ""  # 'ZeRO-1 (P_os)': the stage with the ZeRO paper's name
 
 
 @dataclass(frozen=True)
@@ -194,6 +212,7 @@ class ZeroView:
     act: ActInfo | None
     notes: tuple[str, ...]
     gpu_bytes: float  # the whole GPU memory, before any reserve
+    units_note: str = ""  # Psi counts values (core.cost.comm.volume_units_note)
 
 
 def _activations(q: ZeroParams, shape: Shape, a: ActInputs) -> ActInfo:
@@ -237,7 +256,9 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
         need = float(fit.min_nd(rep.psi_rank, s, rep.usable, other_bytes=acts, **kw)) if mode == "none" else np.nan
         bars.append(StageBar(key, memory.STAGE_LABELS[s], mode, float(placed.gpu["params"]),
                              float(placed.gpu["grads"]), float(placed.gpu["optimizer"]), float(placed.working),
-                             acts, float(placed.cpu_per_node(q.gpus_per_node)), both["total"], both["fits"], need))
+                             acts, float(placed.cpu_per_node(q.gpus_per_node)), both["total"], both["fits"], need,
+                             rep.usable - both["total"], float(placed.nvme_per_node(q.gpus_per_node)),
+                             memory.stage_title(s)))
     nds = sorted({*TABLE1_ND, q.nd})
     return ZeroView(
         report=rep, bars=tuple(bars), limits=memory.max_reduction(**kw),
@@ -245,4 +266,5 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
         table1=memory.table1(rep.psi_rank, nds, **kw),
         comm=comm.zero_comm_table(rep.psi_rank, q.nd, q.bw, rep.bytes_per_param.param_bytes),
         act=info, notes=tuple(notes), gpu_bytes=float(fit.usable_bytes(q.gpu_mem)),
+        units_note=comm.volume_units_note(rep.bytes_per_param.param_bytes),
     )
