@@ -8,6 +8,9 @@ al. 2022 (arXiv:2205.05198) for sequence parallelism and selective recompute.
 Conventions
 - FLOPs count a multiply-add as 2. Training = forward + backward = 3 x forward (backward costs 2 x forward).
 - Attention scores count the full s x s matrix (no causal halving), as Narayanan et al. and PaLM do.
+- Mixture of experts: a token's matmuls are its *active* weights (top-k routed experts plus shared experts and
+  the router, core.model.counts.matmul_params_per_layer), not the total; MLA's score and value matmuls use its
+  head dims (core.model.counts.attention_core_width). Tokens a capacity factor pads are not counted.
 - Model FLOPs exclude recomputation (MFU, PaLM's convention); hardware FLOPs include it (HFU; what
   Narayanan et al. report as "achieved teraFLOP/s per GPU").
 - Recompute "full" re-runs each transformer layer's forward (not the logit layer); "selective" re-runs only
@@ -24,7 +27,7 @@ import numpy as np
 
 from core.cost import comm
 from core.errors import InputError
-from core.model.counts import layer_matmul_params
+from core.model.counts import attention_core_width, matmul_params_per_layer
 from core.params.model import ACHIEVABLE_FRACTION
 
 if TYPE_CHECKING:
@@ -70,8 +73,8 @@ def layer_flops(model: ModelConfig, micro_batch, recompute="none"):
     """One transformer layer, one micro-batch, forward + backward (+ recompute): FLOPs over the whole TP group."""
     full, selective = _recompute_masks(recompute)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq
-    matmul = 2 * layer_matmul_params(model.hidden, model.heads, model.kv_heads, model.ffn, model.swiglu)
-    attention = 4.0 * model.seq * model.hidden                   # Q K^T and softmax x V, per token
+    matmul = 2 * matmul_params_per_layer(model)                  # active weights of an average layer
+    attention = 4.0 * model.seq * attention_core_width(model)    # Q K^T and softmax x V, per token
     forward = matmul + attention
     extra = np.where(full, forward, np.where(selective, attention, 0.0))
     return tokens * (3 * forward + extra)

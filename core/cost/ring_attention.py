@@ -1,0 +1,60 @@
+"""Context parallelism's key/value exchange (ring attention) and how much of it the attention maths hides.
+
+With degree c, each rank holds the K/V chunk of its s / c tokens (core.memory.context_parallel.kv_chunk_bytes)
+and passes chunks around a ring of c ranks: c - 1 steps per layer, each sending one chunk while the attention of
+the chunk already received is computed (Megatron-LM / Transformer Engine P2P context parallelism). The backward
+sends the K/V chunk and its gradient (two chunks a step); recomputing the attention (selective or full
+recompute) runs the forward ring again. Per step, the attention maths is the block of s/c queries against s/c
+keys: 4 b (s/c)^2 x width / t FLOPs forward, twice that backward (the project's FLOPs convention: full blocks,
+no causal halving, as core.cost.flops). A step's transfer is hidden up to that compute time; the rest is
+exposed:
+    exposed per layer = (c - 1) x sum over passes of max(0, chunks x chunk / bandwidth - work / rate).
+The ring's neighbours sit t ranks apart (Megatron's order: tensor, then context parallel), so the ring stays on
+NVLink while t x c fits in a server, and otherwise runs at the network's pace (its slowest hop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.memory.context_parallel import kv_chunk_bytes
+
+# (chunks sent per step, compute multiple of the forward block) for each pass over the ring
+FORWARD, BACKWARD = (1.0, 1.0), (2.0, 2.0)
+
+
+def ring_passes(recompute) -> np.ndarray:
+    """Forward passes over the ring per step: 1, or 2 when the attention core is recomputed."""
+    return np.where(np.asarray(recompute) == "none", 1.0, 2.0)
+
+
+def step_flops(seq, mb, width, t=1, cp=1) -> np.ndarray:
+    """Forward attention FLOPs of one ring step on one GPU: 4 b (s/c)^2 x width / t."""
+    s, b, w = (np.asarray(x, dtype=float) for x in (seq, mb, width))
+    return 4.0 * b * (s / np.asarray(cp, dtype=float)) ** 2 * w / np.asarray(t, dtype=float)
+
+
+def layer_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, recompute="none") -> np.ndarray:
+    """K/V bytes one GPU sends for one layer and one micro-batch over a training step (0 without CP)."""
+    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp)
+    per_step = ring_passes(recompute) * FORWARD[0] + BACKWARD[0]
+    return (np.asarray(cp, dtype=float) - 1.0) * chunk * per_step
+
+
+def crosses_node(t, cp, gpus_per_node) -> np.ndarray:
+    return np.asarray(t) * np.asarray(cp) > np.asarray(gpus_per_node)
+
+
+def layer_time(seq, mb, hidden, heads, kv_heads, width, t, cp, recompute, bandwidth, flops_rate) \
+        -> tuple[np.ndarray, np.ndarray]:
+    """(total, exposed) seconds of one layer's ring traffic for one micro-batch. bandwidth: bytes/s of the link
+    the ring uses; flops_rate: the attention's achieved FLOP/s."""
+    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp)
+    steps = np.asarray(cp, dtype=float) - 1.0
+    send = chunk / np.asarray(bandwidth, dtype=float)
+    work = step_flops(seq, mb, width, t, cp) / np.asarray(flops_rate, dtype=float)
+    fwd = ring_passes(recompute)
+    total = steps * (fwd * FORWARD[0] * send + BACKWARD[0] * send)
+    exposed = steps * (fwd * np.maximum(0.0, FORWARD[0] * send - FORWARD[1] * work)
+                       + np.maximum(0.0, BACKWARD[0] * send - BACKWARD[1] * work))
+    return total, exposed
