@@ -120,7 +120,8 @@ def test_nothing_feasible_is_explained_not_a_crash(capsys):
     code, out, err = plan(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "13", "--global-batch",
                           "512", "--json", "--feasible-only")
     assert code == 0 and json.loads(out) == []
-    assert "G = 13 is prime" in err and "None of the 96 candidates is feasible" in err
+    assert "G = 13 is prime" in err and "None of the 97 candidates is feasible" in err
+    assert "t does not divide the heads (1 candidates)" in err  # t = 13 is listed, not dropped
     code, out, err = plan(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "13", "--global-batch",
                           "512", "--export", "megatron")
     assert code == 2 and "no feasible candidate to export" in err

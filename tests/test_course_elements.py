@@ -12,14 +12,17 @@ import sys
 
 import pytest
 
-from core.cost import comm
+from core.cost import comm, step_time
 from core.errors import InputError
 from core.memory import offload
 from core.memory import states as memory
 from core.memory.equivalence import demonstrate
 from core.params.memory import ZeroParams
+from core.params.planner import PlannerParams
 from core.pipeline import formulas
 from core.pipeline.result import PipelineParams, simulate
+from core.planner import plan as planner
+from core.planner.recommend import recommend
 from core.units import GIB
 from core.views import lecture
 from core.views import zero as zero_view
@@ -170,3 +173,50 @@ def test_zero_infinity_nvme_tier_capacity_and_time():
     assert row["nvme_seconds"] == pytest.approx(8 * 30 * 70e9 / 64 / 25e9) and row["nvme_fits"]
     with pytest.raises(InputError, match="needs ZeRO stage 3"):
         offload.placement(70e9, 64, 2, "nvme")
+
+
+# --- the planner ----------------------------------------------------------------------------------------------
+
+
+def test_custom_model_heads_follow_the_hidden_size_and_the_refusal_says_how_to_fix():
+    # the audit: a custom model with hidden 4096 was refused because heads defaulted to 96
+    q = PlannerParams(model="custom", layers=32, hidden=4096, ffn=16384, vocab=50000, gpu="h100-80gb", gpus=64,
+                      batch=512, zero="1", schedule="1f1b", recompute="selective", sp="off", mb_sizes=(1,))
+    model, _, _ = planner.resolve(q)
+    assert (model.heads, model.kv_heads, model.head_dim) == (32, 32, 128)  # hidden / 128
+    assert not planner.plan(q).feasible.empty
+    with pytest.raises(InputError, match=r"set heads to 32 \(head size 128\)"):
+        planner.resolve(PlannerParams(model="custom", hidden=4096, heads=96, gpu="h100-80gb"))
+    with pytest.raises(InputError, match="give the number of attention heads"):
+        planner.resolve(PlannerParams(model="custom", hidden=4000, gpu="h100-80gb"))
+    assert planner.resolve(PlannerParams(model="custom", gpu="h100-80gb"))[0].heads == 96  # 12288 / 128, as before
+
+
+def test_every_factorisation_of_g_is_a_row_infeasible_ones_with_their_reason():
+    # seed 000's project: "Enumerate every factorisation G = t x p x d" ("show, not silently drop"):
+    # 96 heads on G = 256: t = 64, 128, 256 cannot split them; a 256-layer model: p = 128, 256 exceed the simulator
+    q = PlannerParams(model="custom", layers=256, hidden=12288, heads=96, ffn=49152, vocab=50000, gpu="h100-80gb",
+                      gpus=256, batch=256, zero="1", schedule="1f1b", recompute="full", sp="off", mb_sizes=(1,))
+    f = planner.plan(q).frame
+    every = {(t, p, 256 // (t * p)) for t in planner.divisors(256) for p in planner.divisors(256 // t)}
+    assert set(map(tuple, f[["t", "p", "d"]].to_numpy().tolist())) == every
+    by_layout = {(r.t, r.p): r.reasons for r in f.itertuples()}
+    assert by_layout[(64, 1)][0] == "t does not divide the heads: t = 64 cannot split the 96 heads (96 key/value " \
+                                    "heads) evenly"
+    assert "TP crosses servers: t = 64 > 8 GPUs per server" in by_layout[(64, 1)]
+    assert by_layout[(1, 128)][0].startswith("p beyond the simulator: p = 128 > 64 devices")
+    assert by_layout[(2, 128)][0].startswith("p beyond the simulator")
+
+
+def test_explain_states_zero2_per_micro_batch_and_the_model_state_bytes():
+    # seed 002: "stage 2 matches DDP's communication volume" (2 Psi); the planner reduces per micro-batch
+    assert [step_time.zero_volume_per_step(s, 32) for s in range(4)] == [2, 2, 33, 96]
+    q = PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=64, batch=512, mb_sizes=(1,))
+    result = planner.plan(q)
+    rec = recommend(result)
+    m = int(result.best()["m"])
+    zero2 = next(a for a in rec.assumptions if a.startswith("ZeRO-2 reduce-scatters"))
+    assert "(m + 1) Psi" in zero2 and f"m = {m} that is {m + 1} Psi, {(m + 1) / 2:g} x DDP's" in zero2
+    assert any("2 + 2 + K bytes per parameter, K = 12 (16 in all" in a for a in rec.assumptions)
+    assert not any("K = 12 bytes per parameter" in a for a in rec.assumptions)
+    assert any("NVMe tier is not searched" in a for a in rec.assumptions) and zero2 in rec.text()

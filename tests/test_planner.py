@@ -149,7 +149,7 @@ def test_infeasible_candidates_say_why():
     f = planner.plan(q).frame
     tags = {r.split(":")[0] for rs in f["reasons"] for r in rs}
     assert tags == {"batch does not divide", "batch smaller than d", "m < p", "TP crosses servers", "does not fit",
-                    "not simulated", "too many chunks"}
+                    "not simulated", "too many chunks", "t does not divide the heads", "more stages than layers"}
     crossing = f[f["t"] > 8]
     assert len(crossing) and all(any("TP crosses servers" in r for r in rs) for rs in crossing["reasons"])
     short = f[(f["p"] == 32) & (f["d"] == 8) & (f["micro_batch_size"] == 1)]
@@ -167,8 +167,10 @@ def test_uneven_layers_are_allowed_with_a_warning():
 
 def test_pipeline_depth_beyond_the_simulator_is_named():
     r = planner.plan(PlannerParams(model="megatron-1t", gpu="a100-80gb", gpus=1024, batch=1024, fix_t=8))
-    assert set(r.frame["p"]) <= {1, 2, 4, 8, 16, 32, 64}
-    assert any("p = 128 not considered: the pipeline simulator handles at most 64" in n for n in r.notes)
+    assert set(r.feasible["p"]) <= {1, 2, 4, 8, 16, 32, 64}
+    assert any("p = 128 not evaluated: the pipeline simulator handles at most 64" in n for n in r.notes)
+    deep = r.frame[r.frame["p"] == 128]  # shown as an infeasible row with its reason, not dropped
+    assert len(deep) == 1 and deep["reasons"].iloc[0][0].startswith("p beyond the simulator: p = 128 > 64")
 
 
 # --- hostile inputs: a clear message, an empty and explained result, never a crash ----------------------
@@ -181,7 +183,8 @@ def test_zero_gpus_is_a_clear_input_error():
 def test_prime_gpu_count_is_explained():
     r = planner.plan(PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=13, batch=512))
     assert r.feasible.empty and any("G = 13 is prime" in n for n in r.notes)
-    assert set(map(tuple, r.frame[["t", "p", "d"]].to_numpy())) == {(1, 1, 13), (1, 13, 1)}
+    # every factorisation is a row: t = 13 cannot split Llama 3 70B's 64 heads, so it is shown infeasible, with why
+    assert set(map(tuple, r.frame[["t", "p", "d"]].to_numpy())) == {(1, 1, 13), (1, 13, 1), (13, 1, 1)}
     assert "None of the" in r.why_empty() and "does not fit" in r.why_empty()
 
 
@@ -195,7 +198,9 @@ def test_heads_not_divisible_by_the_pinned_t_is_an_empty_explained_result():
     q = PlannerParams(model="custom", layers=4, hidden=768, heads=12, kv_heads=12, ffn=3072, vocab=1000, seq=1024,
                       gpu="h100-80gb", gpus=16, batch=64, fix_t=8)
     r = planner.plan(q)
-    assert r.frame.empty and r.best() is None and r.records() == []
+    assert r.feasible.empty and r.best() is None and r.records(feasible_only=True) == []
+    assert list(r.frame["p"]) == [1, 2] and all(rs[0].startswith("t does not divide the heads: t = 8 cannot split "
+                                                                  "the 12 heads") for rs in r.frame["reasons"])
     assert any("does not divide the 12 heads" in n for n in r.notes)
     with pytest.raises(InputError, match="no feasible candidate"):
         r.export("deepspeed")

@@ -5,7 +5,7 @@ import pytest
 from core.cost.step_time import Assumptions
 from core.errors import InputError
 from core.params.memory import ZERO
-from core.params.model import CLUSTER, MODEL
+from core.params.model import AUTO_HEADS, CLUSTER, MODEL
 from core.params.planner import ASSUMPTIONS, PLAN, SEARCH, WHY, PlannerParams
 
 # The same quantity under the planner's key (core.params.model) and the ZeRO page's key (core.params.memory).
@@ -15,9 +15,11 @@ SHARED = {"gpu_mem": "gpu_mem", "gpn": "gpus_per_node", "inter_bw": "bw", "gpus"
 def test_planner_reuses_the_model_and_cluster_specs():
     for key in ("gpus", "batch", "gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "eff"):
         assert PLAN[key] is CLUSTER[key]
-    for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied", "experts",
+    for key in ("layers", "hidden", "ffn", "vocab", "params", "mlp", "tied", "experts",
                 "top_k", "shared_experts", "expert_ffn", "dense_layers"):
         assert PLAN[key] is MODEL[key]
+    for key in ("heads", "kv_heads"):  # 0 = derived (hidden / 128, and kv = heads), otherwise MODEL's range
+        assert PLAN[key] is AUTO_HEADS[key] and PLAN[key].hi == MODEL[key].hi and PLAN[key].default == 0
     # The planner's seq also serves presets (0 = the preset's own length), within MODEL's range otherwise.
     assert PLAN["seq"].hi == MODEL["seq"].hi and PLAN["seq"].default == 0
     assert PLAN["optimizer"] is ZERO["optimizer"] and PLAN["k"] is ZERO["k"]

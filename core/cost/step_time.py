@@ -50,6 +50,14 @@ TIMING = {
 }
 assert all(len(TIMING[s]) == len(comm.ZERO_COLLECTIVES[s]) for s in range(4))
 
+def zero_volume_per_step(stage: int, m: int) -> float:
+    """Values each rank sends per optimizer step, in multiples of the rank's parameters as N_d grows, with the
+    collectives repeated per micro-batch as TIMING says: 2 for DP and ZeRO-1, m + 1 for ZeRO-2, 3m for ZeRO-3
+    (the ZeRO paper's 2 / 2 / 2 / 3 counts one reduction per step)."""
+    return float(sum(comm.RING_COEFFICIENT[c] * (m if when == "micro" else 1)
+                     for (c, _), (when, _) in zip(comm.ZERO_COLLECTIVES[stage], TIMING[stage], strict=True)))
+
+
 NOT_MODELLED = (
     "Small micro-batches run matrix units less efficiently; the achievable fraction of peak is the same for "
     "every micro-batch size.",

@@ -13,7 +13,7 @@ from typing import Any
 from core.errors import InputError
 from core.model import counts
 from core.model.blocks import MlaConfig, MoeConfig
-from core.params.model import CLUSTER, MODEL
+from core.params.model import CLUSTER, HEAD_SIZE, MODEL
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "alibi")
@@ -140,7 +140,10 @@ class ModelConfig:
         for name in ("tied", "bias", "embed_norm"):
             _flag(name, getattr(self, name))
         if self.hidden % self.heads:
-            raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads}")
+            fix = (f"set heads to {self.hidden // HEAD_SIZE} (head size {HEAD_SIZE})" if self.hidden % HEAD_SIZE == 0
+                   else "set heads to a divisor of hidden")
+            raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads} (hidden / heads is the "
+                             f"head size): {fix}, or leave heads at 0 to derive it")
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise InputError(f"heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
         for name, kind in (("moe", MoeConfig), ("mla", MlaConfig)):

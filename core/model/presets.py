@@ -16,7 +16,7 @@ from core.model.blocks import MlaConfig, MoeConfig
 from core.model.config import GpuSpec, ModelConfig, PublishedLayout, Throughput
 from core.params import catalog, parse_strict
 from core.params.catalog import entries
-from core.params.model import CLUSTER, MODEL
+from core.params.model import AUTO_HEADS, CLUSTER, MODEL, resolve_heads
 
 
 def _tuple(value: Any) -> tuple:
@@ -104,6 +104,11 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
     no biases, rotary positions): those details move the count by O(h) per layer only. experts > 0 makes every
     layer after the first dense_layers a mixture-of-experts layer.
     """
+    raw = dict(raw)
+    auto = parse_strict({k: AUTO_HEADS[k] for k in ("heads", "kv_heads") if k in raw},
+                        {k: raw[k] for k in ("heads", "kv_heads") if k in raw})
+    hidden = MODEL["hidden"].parse(raw.get("hidden", MODEL["hidden"].default))
+    raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0))
     v = parse_strict(MODEL, raw)
     llama = v["mlp"] == "swiglu"
     moe = None

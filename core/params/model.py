@@ -7,8 +7,10 @@ every custom ModelConfig / GpuSpec against these same specs: the ranges live her
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
+from core.errors import InputError
 from core.params import Spec, catalog, table
 
 MLP_KINDS = ("gelu", "swiglu")
@@ -46,6 +48,27 @@ MODEL = table(
     Spec("dense_layers", "int", 0, 0, 1024, label="Leading dense layers",
          help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
 )
+
+# A custom model's heads default to hidden / HEAD_SIZE (the head size of GPT-3, Llama and most published models),
+# so changing the width alone keeps a valid model; 0 asks for that default, and key/value heads 0 means "= heads".
+HEAD_SIZE = 128
+AUTO_HEADS = table(
+    replace(MODEL["heads"], default=0, lo=0,
+            help=f"Query heads; 0 = hidden / {HEAD_SIZE} (head size {HEAD_SIZE}). hidden / heads is the head size."),
+    replace(MODEL["kv_heads"], default=0, lo=0,
+            help="Grouped-query attention: heads must be a multiple of it; 0 = as many as the query heads."),
+)
+
+
+def resolve_heads(hidden: int, heads: int, kv_heads: int) -> tuple[int, int]:
+    """(heads, kv_heads) with 0 replaced by its default; InputError saying what to give when none exists."""
+    if not heads:
+        if hidden % HEAD_SIZE:
+            raise InputError(f"heads: hidden {hidden} is not a multiple of {HEAD_SIZE}, so the heads cannot be "
+                             f"derived; give the number of attention heads (hidden / heads is the head size)")
+        heads = hidden // HEAD_SIZE
+    return heads, kv_heads or heads
+
 
 CLUSTER = table(
     Spec("gpus", "int", 1024, 1, 65536, label="GPUs G", help="Total GPUs; the planner factors G = t x p x d."),

@@ -18,7 +18,7 @@ from typing import Any
 from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
 from core.params.memory import RECOMPUTE_MODES, ZERO
-from core.params.model import CLUSTER, MODEL, preset_choices
+from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
 from core.params.pipeline import PIPELINE
 
 SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # as core.planner.layout
@@ -89,7 +89,8 @@ SEARCH = table(
          help="Shard layer norms and dropouts over the tensor-parallel group (only matters when t > 1)."),
     Spec("offload", "choice", "none", choices=("none", "optimizer", "optimizer+params", _CHOICE_ALL),
          label="Offload", help="Optional ZeRO-Offload (optimizer state to CPU, ZeRO 1-3) or ZeRO-Infinity "
-                               "(also parameters, ZeRO 3); all searches the three."),
+                               "(also parameters, ZeRO 3); all searches the three. NVMe offload is not searched "
+                               "(it depends on the node's drives): size it on the ZeRO page."),
 )
 
 PLAN = table(
@@ -105,7 +106,7 @@ PLAN = table(
               "and gradients plus K bytes of optimizer state."),
     ZERO["optimizer"],
     ZERO["k"],
-    *(MODEL[k] for k in _custom_model),
+    *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
     *(CLUSTER[k] for k in _custom_gpu),
     *SEARCH.values(),
     *ASSUMPTIONS.values(),

@@ -15,7 +15,8 @@ The planner derives no formula of its own. For each candidate it asks
 
 Infeasible candidates stay in the frame with their reasons (does not fit, m < p, TP crosses servers, batch does
 not divide, ...); filtering them is the caller's choice. Dimensions the search cannot cover are named in
-`notes`: p above the simulator's 64 devices or above the number of layers, t that does not divide the heads.
+`notes` and as infeasible rows (the project's "show, not silently drop"): p above the simulator's 64 devices or
+above the number of layers, t that does not divide the heads.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def _degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, 
     ts = divisors(G)
     bad_t = [t for t in ts if not tp_allowed(model, t)]
     if bad_t and not q.fix_t:
-        notes.append(f"t = {_list(bad_t)} not considered: t must divide the {model.heads} heads (and split the "
-                     f"{model.kv_heads} key/value heads evenly).")
+        notes.append(f"t = {_list(bad_t)} not evaluated: t must divide the {model.heads} heads (and split the "
+                     f"{model.kv_heads} key/value heads evenly); their layouts are listed as infeasible rows.")
     if q.fix_t:
         if G % q.fix_t:
             notes.append(f"The pinned t = {q.fix_t} does not divide G = {G}.")
@@ -128,15 +129,56 @@ def _degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, 
             elif not q.fix_d or G // (t * p) == q.fix_d:
                 rows.append((t, p, G // (t * p)))
     if too_deep:
-        notes.append(f"p = {_list(sorted(too_deep))} not considered: the pipeline simulator handles at most "
-                     f"{MAX_SIM_P} devices, and the planner reports no bubble it has not simulated.")
+        notes.append(f"p = {_list(sorted(too_deep))} not evaluated: the pipeline simulator handles at most "
+                     f"{MAX_SIM_P} devices, and the planner reports no bubble it has not simulated (listed as "
+                     "infeasible rows).")
     if too_many:
-        notes.append(f"p = {_list(sorted(too_many))} not considered: more pipeline stages than the {L} layers.")
+        notes.append(f"p = {_list(sorted(too_many))} not evaluated: more pipeline stages than the {L} layers "
+                     "(listed as infeasible rows).")
     if q.fix_p and G % q.fix_p:
         notes.append(f"The pinned p = {q.fix_p} does not divide G = {G}.")
     if q.fix_d and not rows:
         notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {G}.")
     return np.array(rows, dtype=np.int64).reshape(-1, 3), notes
+
+
+def _excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: float) -> pd.DataFrame:
+    """The t x p x d factorisations of G the search cannot evaluate, as infeasible rows with their reason (the seed's
+    project: enumerate every factorisation; show, not silently drop). Switches are the first searched value of
+    each; every number the layout would need is left empty."""
+    G, L, B, b = q.gpus, model.layers, q.batch, q.micro_batch_sizes[0]
+    rows = []
+    for t in divisors(G):
+        for p in divisors(G // t):
+            d = G // (t * p)
+            if (q.fix_t and t != q.fix_t) or (q.fix_p and p != q.fix_p) or (q.fix_d and d != q.fix_d):
+                continue
+            if not tp_allowed(model, t):
+                why = (f"t does not divide the heads: t = {t} cannot split the {model.heads} heads ({model.kv_heads} "
+                       "key/value heads) evenly" if t <= MAX_TP else f"t beyond the range: t = {t} > {MAX_TP}")
+            elif p > L:
+                why = f"more stages than layers: p = {p} > {L} layers"
+            elif p > MAX_SIM_P:
+                why = (f"p beyond the simulator: p = {p} > {MAX_SIM_P} devices, and the planner reports no bubble it "
+                       "has not simulated")
+            else:
+                continue
+            crosses = (f"TP crosses servers: t = {t} > {gpn} GPUs per server",) if t > gpn else ()
+            rows.append({"t": t, "p": p, "d": d, "m": B // (d * b) if B % (d * b) == 0 else 0,
+                         "reasons": (why, *crosses), "tp_crosses_node": t > gpn,
+                         "schedule": q.searched("schedule")[0] if p > 1 else "1f1b"})
+    frame = pd.DataFrame({k: pd.Series(dtype=_EMPTY_DTYPES.get(k, float)) for k in COLUMNS})
+    if not rows:
+        return frame
+    n = len(rows)
+    first = {"zero_stage": q.searched("zero")[0], "recompute": q.searched("recompute")[0],
+             "offload": q.searched("offload")[0]}
+    values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
+    values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
+               "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n,
+               **{k: [x] * n for k, x in first.items()}}
+    out = pd.DataFrame({k: values.get(k, np.nan) for k in COLUMNS}, index=range(n))
+    return out.astype({k: frame[k].dtype for k in _EMPTY_DTYPES})
 
 
 def _list(values: list[int], limit: int = 8) -> str:
@@ -422,14 +464,14 @@ def plan(q: PlannerParams) -> PlanResult:
     bpp = memory.preset(q.optimizer, "mixed", q.k)
     usable = float(usable_bytes(gpu.mem_gb, 0.0, a.reserve_frac))
     degrees, notes = _degrees(q, model)
+    outside = _excluded(q, model, gpu.gpus_per_node, usable)
     c, more = _candidates(q, degrees, model)
     notes += more
     n = c["t"].size
     B = q.batch
     split = params_per_rank(model, 1, 2)[2]
     if n == 0:
-        empty = pd.DataFrame({k: pd.Series(dtype=_EMPTY_DTYPES.get(k, float)) for k in COLUMNS})
-        return PlanResult(q, model, gpu, precision, bpp, usable, a, split, empty, tuple(notes), 0)
+        return PlanResult(q, model, gpu, precision, bpp, usable, a, split, _rank(outside), tuple(notes), 0)
 
     # The batch split: m = B / (d b) a whole number, enough to fill the pipeline, within the simulator's range.
     per_step = c["d"] * c["b"]
@@ -490,7 +532,8 @@ def plan(q: PlannerParams) -> PlanResult:
         "tf": tf, "tb": tb, "tw": tw, "tp_crosses_node": crosses, **times, "feasible": feasible,
         "reasons": reasons, "warnings": _warnings(c, model),
     })
-    frame = _rank(frame[list(COLUMNS)])
+    frame = frame[list(COLUMNS)]
+    frame = _rank(pd.concat([frame, outside], ignore_index=True) if len(outside) else frame)
     if any("simulation budget" in r for r in refused):
         notes.append(f"The simulation budget ({SIM_BUDGET:,} operations per plan) ran out: some candidates are not "
                      "simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")

@@ -11,9 +11,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from core.cost.step_time import NOT_MODELLED, UNIT_COSTS
+from core.cost.step_time import NOT_MODELLED, UNIT_COSTS, zero_volume_per_step
 from core.planner.plan import PlanResult
 from core.units import GB
+
+NVME_OUT_OF_SCOPE = (
+    "Offload goes to CPU memory only: ZeRO-Infinity's NVMe tier is not searched, because its time depends on the "
+    "node's drives (how many, their bandwidth, shared by the node's GPUs), which the GPU presets do not describe. "
+    "The ZeRO page and `python -m core zero --offload nvme` size it for drives you state.")
 
 COMPONENTS = {  # step-time parts, as the explanation names them
     "compute_s": "compute",
@@ -33,6 +38,9 @@ ADVICE = {  # what to try when most candidates fail for a reason (keyed by the r
     "too many micro-batches": "use a larger micro-batch size (the simulator runs at most 1,024 micro-batches)",
     "too many chunks": "use fewer interleaved chunks v or fewer pipeline stages",
     "not simulated": "narrow the search (pin t, p or the micro-batch size)",
+    "t does not divide the heads": "pin t to a divisor of the attention heads",
+    "more stages than layers": "use fewer pipeline stages than layers",
+    "p beyond the simulator": "keep p at most 64 (more GPUs go to t or d)",
 }
 
 
@@ -164,8 +172,10 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
     out = [f"{row['label']} = {row['value']:g}{' ' + row['unit'] if row['unit'] else ''}: {row['why']}"
            for row in a.rows()]
     out += [
-        f"Model states: {bpp.param_bytes:g} + {bpp.grad_bytes:g} + K = {bpp.k:g} bytes per parameter ({bpp.label}, "
-        f"{result.precision}), ZeRO over the d data-parallel ranks (ZeRO paper accounting); {result.split}.",
+        f"Model states: {bpp.param_bytes:g} + {bpp.grad_bytes:g} + K bytes per parameter, K = {bpp.k:g} "
+        f"({bpp.total:g} in all; {bpp.label}, {result.precision}), ZeRO over the d data-parallel ranks (ZeRO paper "
+        f"accounting); {result.split}.",
+        _zero2_note(result),
         "ZeRO-3 also holds the gathered 16-bit parameters of one transformer layer plus the prefetched next one and "
         "one layer's gradients (core.memory.fsdp, wrap per block).",
         "Activations: Korthikanti et al. per layer, times the micro-batches in flight that the simulator measures "
@@ -175,9 +185,24 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
         "equal stages does not depend on the scale of the costs.",
         f"GB = 1e9 bytes; the usable memory is {100 * (1 - a.reserve_frac):g} % of the GPU's "
         f"{result.gpu.mem_gb:g} GB.",
+        NVME_OUT_OF_SCOPE,
         *NOT_MODELLED,
     ]
     return tuple(out)
+
+
+def _zero2_note(result: PlanResult) -> str:
+    """Where the planner departs from "stage 2 matches DDP's communication volume", with the number it changes."""
+    text = ("ZeRO-2 reduce-scatters the gradients after every micro-batch (DeepSpeed's stage 2 keeps only a gradient "
+            "shard, so accumulation cannot wait): with m micro-batches a rank sends (m + 1) Psi values per step (Psi = "
+            "its parameters after the t x p split), not the 2 Psi of \"stage 2 matches DDP's communication volume\" "
+            "(the ZeRO paper, one reduction per step); ZeRO-1 keeps DDP's 2 Psi.")
+    best = result.best()
+    if best is None:
+        return text
+    m = int(best["m"])
+    return text + (f" At the recommendation's m = {m} that is {zero_volume_per_step(2, m):g} Psi, "
+                   f"{zero_volume_per_step(2, m) / zero_volume_per_step(0, m):g} x DDP's.")
 
 
 def _costs(split: bool) -> str:
