@@ -65,11 +65,12 @@ def _summary_text(result) -> str:
         [f"idle share ({conv} convention)", f"{share:.4f}", _fmt(s["formula_bubble_fraction"])],
         [f"relative to ideal ({conv} convention)", f"{rel:.4f}", _fmt(s["formula_bubble_vs_ideal"])],
         ["peak micro-batches held (max device)", f"{max(s['peak_inflight']):.4g}", ""],
+        ["peak activation (max device), micro-batches of L/p layers", f"{max(s['peak_activation']):.4g}", ""],
     ]
     if prm.schedule == "pipedream" or prm.iterations > 1:
         rows.append(["weight versions stashed (max device)", str(max(s["weight_versions"])), ""])
     if s["formula_expression"]:
-        note = f"\nformula: {s['formula_expression']}"
+        note = f"\nformula: {s['formula_expression']}, when {s['formula_conditions']}"
     else:
         note = f"\nno closed form: {s['formula_note']}"
     return head + "\n\n" + render(["metric", "simulated", "formula"], rows) + note

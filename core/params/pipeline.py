@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from core.params import Spec, table
 
-SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev", "pipedream")
+SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev",
+                  "dualpipe", "pipedream")
 
 MAX_OPS = 1 << 20  # operations in one simulated timeline (all devices, all iterations)
 

@@ -69,9 +69,25 @@ class Formula:
     expression: str  # the formula as written in its source
     convention: str  # "makespan": idle within the makespan; "span": within each device's own span
     source: str
+    conditions: str = ""  # when it holds, besides equal stages, no latency and no recompute (see `applies`)
 
 
 ZB = "Qi et al. 2024 (Zero Bubble), Table 2"
+DUALPIPE = "deepseek-ai/DualPipe README"
+
+# When each closed form holds, besides the shared assumptions of `applies`: checked below, said on the page.
+CONDITIONS = {
+    "gpipe": "any m",
+    "1f1b": "any m",
+    "pipedream": "any m; the bubble is paid once, not per iteration",
+    "interleaved": "m a multiple of p (Megatron runs micro-batches in rounds of p)",
+    "looped-bfs": "m >= p",
+    "zb-h1": "m >= p and T_W <= min(T_F, T_B)",
+    "zb-h2": "m >= 2p-1 and T_W <= min(T_F, T_B)",
+    "zbv": "T_F = T_B = T_W and m >= 2p-1",
+    "dualpipev": "t_f = t_b (forward = input-gradient backward), t_w <= t_f, m >= 2p (2 x devices)",
+    "dualpipe": "p even, m even and m >= 2p (half each way), t_f = t_b, t_w <= t_f",
+}
 
 
 def bubble_formula(schedule: str, p: int, m: int, v: int = 1, tf: float = 1.0, tb: float = 2.0, tw: float = 0.0,
@@ -79,37 +95,81 @@ def bubble_formula(schedule: str, p: int, m: int, v: int = 1, tf: float = 1.0, t
     """The schedule's closed-form bubble, or (None, why not). Costs are per device share of the model."""
     full = tf + tb + tw  # one micro-batch's forward + whole backward on one device share
     n = iterations
+    failed = _failed_condition(schedule, p, m, tf, tb, tw)
+    if failed:
+        return None, failed
     if schedule in ("gpipe", "1f1b"):
         found = ((p - 1) * full * n, "(p-1)(t_f+t_b)", "makespan", "Huang et al. 2019; Narayanan et al. 2021")
     elif schedule == "pipedream":
         found = ((p - 1) * full, "(p-1)(t_f+t_b), once for all iterations", "makespan", "Harlap et al. 2018")
     elif schedule in ("interleaved", "looped-bfs"):
-        if m < p:
-            return None, f"{schedule} has its closed form only for m >= p"
         found = ((p - 1) * full / v * n, "(p-1)(t_f+t_b)/v", "makespan", "Narayanan et al. 2021")
     elif schedule == "zb-h1":
-        if m < p or tw > min(tf, tb):
-            return None, "ZB-H1's formula needs m >= p and T_W <= min(T_F, T_B)"
         found = ((p - 1) * (tf + tb - tw) * n, "(p-1)(T_F+T_B-T_W)", "span", ZB)
     elif schedule == "zb-h2":
-        if m < 2 * p - 1 or tw > min(tf, tb):
-            return None, "ZB-H2's formula needs m >= 2p-1 and T_W <= min(T_F, T_B)"
         found = ((p - 1) * (tf + tb - 2 * tw) * n, "(p-1)(T_F+T_B-2T_W)", "span", ZB)
     elif schedule == "zbv":
-        if not (math.isclose(tf, tb) and math.isclose(tb, tw)):
-            return None, "ZB-V has a closed form (zero bubble) only when T_F = T_B = T_W"
         found = (0.0, "0 when T_F = T_B = T_W", "span", "Qi et al. 2024 (Zero Bubble), ZB-V")
     elif schedule == "dualpipev":
         f, b, w = tf / 2, (tb + tw) / 2, tw / 2  # per chunk: a device holds two
-        if not math.isclose(tf, tb) or tw > tf:
-            return None, "DualPipeV's formula holds when t_f = t_b (forward = input-gradient backward) and t_w <= t_f"
         found = ((p - 1) * ((f + b) + b - 3 * w) * n, "(PP/2-1)(F&B+B-3W), PP = 2p stages, F&B = F+B", "makespan",
-                 "deepseek-ai/DualPipe README")
+                 DUALPIPE)
+    elif schedule == "dualpipe":
+        f, b, w = tf, tb + tw, tw  # a chunk is a whole device share: 1/p of the model
+        found = ((p / 2 - 1) * ((f + b) + b - 3 * w) * n, "(PP/2-1)(F&B+B-3W), PP = p stages, F&B = F+B",
+                 "makespan", DUALPIPE)
+    elif schedule in ("v-half", "v-min"):
+        return None, (f"{schedule} has no exact closed form: Qi et al. 2024 estimate its idle share as about "
+                      + ("B/2" if schedule == "v-half" else "2B/3 plus an O(p) overhead")
+                      + ", B = (p-1)/(m+p-1), when T_F = T_B = T_W (see controllable_estimate)")
     else:
         return None, f"no closed form for {schedule}"
     t, expression, convention, source = found
     ideal = m * full * n
-    return Formula(t, t / (t + ideal), t / ideal, expression, convention, source), ""
+    return Formula(t, t / (t + ideal), t / ideal, expression, convention, source, CONDITIONS[schedule]), ""
+
+
+def _failed_condition(schedule: str, p: int, m: int, tf: float, tb: float, tw: float) -> str:
+    """Why the schedule's own conditions (CONDITIONS) fail here, naming the values; "" when they hold."""
+    def fails(what: str) -> str:
+        return f"{schedule}'s closed form needs {CONDITIONS[schedule]}; here {what}"
+
+    equal_fb = math.isclose(tf, tb)
+    if schedule == "interleaved" and m % p:
+        return fails(f"m = {m}, p = {p}")
+    if schedule in ("looped-bfs", "zb-h1") and m < p:
+        return fails(f"m = {m} < p = {p}")
+    if schedule in ("zb-h1", "zb-h2") and tw > min(tf, tb):
+        return fails(f"T_W = {tw:g} > min(T_F, T_B) = {min(tf, tb):g}")
+    if schedule in ("zb-h2", "zbv") and m < 2 * p - 1:
+        return fails(f"m = {m} < 2p-1 = {2 * p - 1}"
+                     + (" (the simulated bubble is not zero below that)" if schedule == "zbv" else ""))
+    if schedule == "zbv" and not (equal_fb and math.isclose(tb, tw)):
+        return fails(f"T_F, T_B, T_W = {tf:g}, {tb:g}, {tw:g}")
+    if schedule in ("dualpipev", "dualpipe"):
+        if schedule == "dualpipe" and (p % 2 or m % 2):
+            return fails(f"p = {p}, m = {m}")
+        if m < 2 * p:
+            return fails(f"m = {m} < 2p = {2 * p}")
+        if not equal_fb or tw > tf:
+            return fails(f"t_f, t_b, t_w = {tf:g}, {tb:g}, {tw:g}")
+    return ""
+
+
+def controllable_estimate(schedule: str, p: int, m: int) -> float:
+    """Qi et al. 2024's estimate of V-Half's / V-Min's idle share when T_F = T_B = T_W, from 1F1B's
+    B = (p-1)/(m+p-1): B/2 and 2B/3 (zero-bubble repository README; V-Min adds an O(p) overhead it
+    does not size). An estimate to compare with the simulation, not a closed form."""
+    b = gpipe_bubble_share(p, m)
+    return {"v-half": b / 2, "v-min": 2 * b / 3}[schedule]
+
+
+# Peak activation per device in micro-batches of one device's share of layers (1F1B's device 0: p), as
+# the sources state it: the authors' V-Min/V-Half table ((p+4)//3, (p+2)//2; ZB-V and 1F1B p) and the
+# DualPipe README (PP+1 stages' worth per device, PP = p for DualPipe, 2p half-size stages for DualPipeV).
+def published_peak_activation(schedule: str, p: int) -> float | None:
+    return {"1f1b": p, "zb-h1": p, "zbv": p, "zb-h2": 2 * p - 1, "v-half": (p + 2) // 2, "v-min": (p + 4) // 3,
+            "dualpipe": p + 1, "dualpipev": (2 * p + 1) / 2}.get(schedule)
 
 
 def applies(p: int, tcomm: float, recompute: bool, uneven: bool) -> str:

@@ -51,7 +51,8 @@ class PipelineParams:
 
     @property
     def num_stages(self) -> int:
-        return self.p * self.chunks
+        """Stages on a micro-batch's path (p x chunks; DualPipe's two directions share p)."""
+        return REGISTRY[self.schedule].stages(self.p, self.v)
 
     def stage_factors(self) -> tuple[float, ...]:
         """Cost factor of every global stage: the explicit list, else first/last-stage factors."""
@@ -138,10 +139,12 @@ class PipelineResult:
             "formula_bubble_time": None if f is None else f.bubble_time,
             "formula_expression": None if f is None else f.expression,
             "formula_convention": None if f is None else f.convention,
+            "formula_conditions": None if f is None else f.conditions,
             "formula_note": why,
             "simulated_bubble_time_same_convention": same[0],
             "simulated_bubble_fraction_same_convention": same[1],
             "peak_inflight": tl.peak_inflight.tolist(),
+            "peak_activation": tl.peak_activation.tolist(),
             "peak_pending_w": tl.peak_pending_w.tolist(),
             "weight_versions": self.weight_versions.tolist(),
             "busy": tl.busy.tolist(),

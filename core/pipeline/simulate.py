@@ -32,10 +32,13 @@ _ROUNDS_PER_CHECK = 16  # rounds between progress checks (extra rounds after the
 
 @dataclass(frozen=True)
 class Costs:
-    """Per micro-batch costs of one device's share of the model (a chunk costs 1/v of it).
+    """Per micro-batch costs of one device's share of the model (a chunk of an interleaved or V schedule
+    costs 1/v of it: Schedule.stages_per_device).
 
     t_b is the input-gradient backward and t_w the weight-gradient part; a schedule that does not
     split the backward runs one B of t_b + t_w. Stage factors multiply every op of a global stage.
+    `stage_memory` (not used for timing) is one micro-batch's activations on each global stage, in
+    micro-batches of one device's share of layers; empty means equal stages (1/stages_per_device each).
     """
 
     tf: float = 1.0
@@ -43,9 +46,10 @@ class Costs:
     tw: float = 0.0
     tcomm: float = 0.0
     stage_factors: tuple[float, ...] = ()
+    stage_memory: tuple[float, ...] = ()
 
-    def kind_durations(self, v: int) -> np.ndarray:
-        """Duration of F, B, I, W, R for one chunk."""
+    def kind_durations(self, v: float) -> np.ndarray:
+        """Duration of F, B, I, W, R for one chunk (v: stages per device)."""
         return np.array([self.tf, self.tb + self.tw, self.tb, self.tw, self.tf], dtype=float) / v
 
     def factors(self, num_stages: int) -> np.ndarray:
@@ -178,7 +182,7 @@ def _describe(idx, device, kind, micro, stage) -> str:
 def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
     """Simulate `s` with `costs`; pass `compiled` to reuse the dependency analysis across cost changes."""
     c = compiled or compile_schedule(s)
-    table = costs.kind_durations(s.v)[:, None] * costs.factors(s.num_stages)[None, :]
+    table = costs.kind_durations(s.stages_per_device)[:, None] * costs.factors(s.num_stages)[None, :]
     dur = table.ravel()[c.cost_class]
     if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
         idx = np.flatnonzero(c.fused)

@@ -7,8 +7,11 @@ Bubble *times* come in two flavours too: `bubble_time` is the worst device's idl
 makespan; `span_bubble_time` is the worst device's idle time between its own first and last op, the
 Zero Bubble paper's per-stage measure (it ignores the start-up offset of later stages).
 
-Activation memory is counted in micro-batches of one full stage (a chunk counts 1/v): a micro-batch
-is held on a device from its F's start until its backward is finished (B, or W for a split backward).
+Activation memory is counted in micro-batches of one device's whole share of layers (L/p layers, so
+1F1B's device 0 holds p; a chunk of a V or interleaved schedule counts 1/v, a DualPipe chunk 1): a
+micro-batch is held on a device from its F's start until its backward is finished (B, or W for a split
+backward). `peak_activation` weighs each stage by the costs' per-stage memory (uneven layers, the
+embedding, the output layer and loss); `peak_inflight` counts micro-batches as if stages were equal.
 """
 
 from __future__ import annotations
@@ -93,7 +96,30 @@ class Timeline:
         return np.cumsum(_HELD_DELTA[k]), np.cumsum(_PENDING_DELTA[k])
 
     def _per_device_peak(self, levels: np.ndarray) -> np.ndarray:
-        return np.maximum(np.maximum.reduceat(levels, self.seg), 0) / self.schedule.v
+        return np.maximum(np.maximum.reduceat(levels, self.seg), 0) / self.schedule.stages_per_device
+
+    @cached_property
+    def stage_memory(self) -> np.ndarray:
+        """One micro-batch's activations on each global stage, in micro-batches of a device's share."""
+        s = self.schedule
+        w = np.full(s.num_stages, 1.0 / s.stages_per_device)
+        given = np.asarray(getattr(self.costs, "stage_memory", ())[: s.num_stages], dtype=float)
+        w[: given.size] = given
+        return w
+
+    @cached_property
+    def _activation(self) -> np.ndarray:
+        """Activations held after every op (stage-weighted), restarting at zero on every device."""
+        delta = _HELD_DELTA[self.kind] * self.stage_memory[self.stage]
+        level = np.cumsum(delta)
+        before = np.concatenate([[0.0], level[self.seg[1:] - 1]])
+        level -= np.repeat(before, np.diff(np.append(self.seg, level.size)))
+        return level
+
+    @cached_property
+    def peak_activation(self) -> np.ndarray:
+        """Per device: most activations held at once, in micro-batches of one device's share of layers."""
+        return np.maximum(np.maximum.reduceat(self._activation, self.seg), 0.0)
 
     @cached_property
     def peak_inflight(self) -> np.ndarray:
@@ -106,7 +132,8 @@ class Timeline:
         return self._per_device_peak(self._levels[1])
 
     def memory_curve(self) -> dict[str, np.ndarray]:
-        """Step curves per device: after each event at `time`, `held` and `pending_w` hold (stage units).
+        """Step curves per device: after each event at `time`, `held` and `pending_w` hold (micro-batches
+        of a device's share) and `activation` (the same, stage-weighted: what `peak_activation` peaks at).
 
         An F allocates at its start; B or W free at their end; I moves work to pending W at its end.
         """
@@ -114,8 +141,9 @@ class Timeline:
         k = self.kind
         keep = (_HELD_DELTA[k] != 0) | (_PENDING_DELTA[k] != 0)
         t = np.where(k == F, self.start, self.end)[keep]
-        v = self.schedule.v
-        return {"device": self.device[keep], "time": t, "held": held[keep] / v, "pending_w": pend[keep] / v}
+        v = self.schedule.stages_per_device
+        return {"device": self.device[keep], "time": t, "held": held[keep] / v, "pending_w": pend[keep] / v,
+                "activation": self._activation[keep]}
 
     # ---- summary ------------------------------------------------------------------------------
     @property

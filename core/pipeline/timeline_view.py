@@ -249,7 +249,7 @@ def _shares(tl: Timeline, kind: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def _memory(tl: Timeline, edges: np.ndarray, max_steps: int) -> Memory:
     curve = tl.memory_curve()
-    dev, t, held = curve["device"], curve["time"], curve["held"]
+    dev, t, held = curve["device"], curve["time"], curve["activation"]
     p, nb = tl.schedule.p, edges.size - 1
     bounds = np.searchsorted(dev, np.arange(p + 1))
     peak = np.zeros((p, nb), dtype=np.float64)

@@ -25,6 +25,11 @@ def pytorch_actions(s: Schedule) -> list[list[str]]:
     if s.name == "pipedream":
         raise InputError("pipedream is asynchronous (no flush); torch.distributed.pipelining schedules are "
                          "synchronous, so it has no action table there")
+    if s.num_stages != s.stage_map.size:
+        raise InputError(f"{s.name} sends half the micro-batches each way through two copies of the model, so "
+                         "every stage sits on two ranks; torch.distributed.pipelining runs each micro-batch "
+                         "through one chain of stages, one rank per stage, so it has no action table for it "
+                         "(DualPipeV, the V-shaped form, exports)")
     table = []
     for d, rows in enumerate(s.devices):
         actions = []

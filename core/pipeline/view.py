@@ -129,7 +129,8 @@ def _csv_refusal(s: Schedule) -> str:
     Asked of core.pipeline.trace_export on an empty copy of the schedule: its refusals depend on the schedule,
     not on its ops, and the probe costs nothing even for a million-op schedule.
     """
-    probe = Schedule(s.name, s.p, s.v, s.m, tuple(rows[:0] for rows in s.devices), s.stage_map, s.iterations)
+    probe = Schedule(s.name, s.p, s.v, s.m, tuple(rows[:0] for rows in s.devices), s.stage_map, s.iterations,
+                     stages=s.stages)
     try:
         pytorch_actions(probe)
     except InputError as exc:

@@ -113,10 +113,17 @@ class Schedule:
     stage_map: np.ndarray
     iterations: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
+    stages: int = 0  # stages on a micro-batch's path; 0: one per (device, chunk). DualPipe: p (two copies)
 
     @property
     def num_stages(self) -> int:
-        return int(self.stage_map.size)
+        return self.stages or int(self.stage_map.size)
+
+    @property
+    def stages_per_device(self) -> float:
+        """Stages of one path per device: a chunk's cost and activations are 1/this of a device's share
+        (1F1B 1, interleaved v, V shapes 2, DualPipe 1: each of its two chunks is a full 1/p of the model)."""
+        return self.num_stages / self.p
 
     @property
     def num_ops(self) -> int:
@@ -161,7 +168,7 @@ def with_recompute(s: Schedule) -> Schedule:
         out[pos[fused_before] - 2, 3] = 0  # the recompute runs between them, so they are no longer a pair
         new.append(out)
     return Schedule(s.name, s.p, s.v, s.m, tuple(new), s.stage_map, s.iterations,
-                    s.notes + ("full recompute: an R (recompute forward) runs before each backward",))
+                    s.notes + ("full recompute: an R (recompute forward) runs before each backward",), s.stages)
 
 
 def repeat_iterations(s: Schedule, iterations: int) -> Schedule:
@@ -173,4 +180,4 @@ def repeat_iterations(s: Schedule, iterations: int) -> Schedule:
         reps = np.tile(rows, (iterations, 1))
         reps[:, 1] += np.repeat(np.arange(iterations, dtype=np.int32) * s.m, len(rows))
         devices.append(reps)
-    return Schedule(s.name, s.p, s.v, s.m, tuple(devices), s.stage_map, iterations, s.notes)
+    return Schedule(s.name, s.p, s.v, s.m, tuple(devices), s.stage_map, iterations, s.notes, s.stages)

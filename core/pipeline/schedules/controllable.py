@@ -1,0 +1,272 @@
+"""V-Half and V-Min (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory", arXiv 2405.15362).
+
+The paper builds a schedule by repeating one building block per micro-batch: each device runs the
+forward of its first chunk (F0), the forward of its second (F1), the input-gradient backward of the
+second (I1) and of the first (I0) at fixed slot offsets, one micro-batch every 6 slots (a slot is one
+chunk op when T_F = T_B = T_W). The time from a micro-batch's F0 to its last backward on a device (the
+block's lifespan) sets the peak activation memory, so tighter offsets hold less:
+- V-Min: offsets (d, 2p-1-d, 2p+g+d, 4p+g-1-d), g = 2 when 3 divides p: about 1/3 of 1F1B's memory;
+- V-Half: offsets (2d, 3p-2-d, 3p+g+2d-1, 6p+g-2-d), g = 3 when p is even: about 1/2.
+Weight gradients W take the free slots. The repeated blocks leave gaps in the warm-up and cool-down,
+which the paper's greedy pass removes: ops there move to the earliest free slot after their inputs
+as long as no device holds more than the block's peak. This module follows that recipe: repeat,
+place W's, squeeze the warm-up and cool-down under the memory cap (with the W's, then again without
+them in the cool-down), place the W's again (a chunk's W's in order, the second chunk's first).
+The order it returns is what every device runs; the simulator times it with any costs.
+Device d holds stages d and 2p-1-d (the V), like ZB-V.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.pipeline.schedules.ir import ROW, F, I, Schedule, W, v_stage_map
+
+PERIOD = 6  # slots per micro-batch and device: F0 F1 I1 I0 and the two W's
+F0, F1, I1, I0, WW = range(5)  # slot types; WW = a weight gradient while squeezing (either chunk)
+_KIND = np.array([F, F, I, I, W], dtype=np.int32)
+_CHUNK = np.array([0, 1, 1, 0, -1], dtype=np.int32)  # a W's chunk is that of the backward it finishes
+_DOWN = {F0: -1, I1: -1, F1: +1, I0: +1}  # the device whose op of the same type and micro-batch feeds this one
+
+
+def block(kind: str, p: int) -> np.ndarray:
+    """Slot offsets (p, 4) of F0, F1, I1, I0 for micro-batch 0: the paper's V-Min / V-Half building blocks."""
+    d = np.arange(p)
+    if kind == "v-min":
+        g = 2 if p % 3 == 0 else 0
+        return np.stack([d, 2 * p - 1 - d, 2 * p + g + d, 4 * p + g - 1 - d], axis=1)
+    g = 3 if p % 2 == 0 else 0
+    return np.stack([2 * d, 3 * p - 2 - d, 3 * p + g + 2 * d - 1, 6 * p + g - 2 - d], axis=1)
+
+
+def v_half(p: int, m: int, v: int = 2) -> Schedule:
+    """V-Half: the building block whose lifespan holds about half of 1F1B's peak activation memory."""
+    return _controllable("v-half", p, m)
+
+
+def v_min(p: int, m: int, v: int = 2) -> Schedule:
+    """V-Min: the tightest block, about a third of 1F1B's memory, paid for in bubble when costs differ."""
+    return _controllable("v-min", p, m)
+
+
+def _controllable(kind: str, p: int, m: int) -> Schedule:
+    base = block(kind, p)[:, :, None] + PERIOD * np.arange(m)[None, None, :]  # (device, type, micro) -> slot
+    times = _with_weight_slots([base[:, ty].copy() for ty in range(4)])
+    _squeeze(times, with_w=True)
+    times = _eager(times)[:4]
+    _squeeze(times, with_w=False)
+    times = _eager(_with_weight_slots(times))[:4]
+    devices = tuple(_rows(*_final_order([tt[d] for tt in times])) for d in range(p))
+    return Schedule(kind, p, 2, m, devices, v_stage_map(p))
+
+
+def _slot_types(times: list[np.ndarray], size: int) -> np.ndarray:
+    """(devices, size): the type of op in every slot, -1 where free."""
+    out = np.full((times[0].shape[0], size), -1, dtype=np.int8)
+    for ty, tt in enumerate(times):
+        np.put_along_axis(out, tt, ty, axis=1)
+    return out
+
+
+def _implicit(st: np.ndarray, held0: int = 0, w0: int = 0, back0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Held activations and W's done after each slot of `st` (one device's slot types, no W's in them),
+    when a W runs in every free slot while a backward is pending; the counts before `st` are given.
+
+    The W count obeys W(i) = min(W(i-1) + free(i), backwards before i), which unrolls to a running
+    minimum: W(i) = free(..i) + min(w0, min over j <= i of (backwards before j - free(..j))).
+    """
+    forward = (st == F0) | (st == F1)
+    back = (st == I1) | (st == I0)
+    n_free = np.cumsum(st < 0)
+    back_before = back0 + np.cumsum(back) - back
+    done = n_free + np.minimum(w0, np.minimum.accumulate(back_before - n_free))
+    return held0 + np.cumsum(forward) - done, done
+
+
+def _with_weight_slots(times: list[np.ndarray]) -> list[np.ndarray]:
+    """The four op types plus 2m W's per device, each W in the first free slot once a backward is pending."""
+    p, m = times[F0].shape
+    size = int(max(tt.max() for tt in times)) + 1
+    st = _slot_types(times, size)
+    w = np.empty((p, 2 * m), dtype=np.int64)
+    for d in range(p):
+        _, done = _implicit(st[d])
+        slots = np.flatnonzero(np.diff(done, prepend=0) > 0)
+        w[d] = np.concatenate([slots, size + np.arange(2 * m - slots.size)])  # the rest after the last op
+    return times + [w]
+
+
+def _squeeze(times: list[np.ndarray], with_w: bool) -> None:
+    """Move warm-up (only `with_w`) and cool-down ops to the earliest free slot after their inputs, in
+    slot order, when no device then holds more than the most any device holds now. In place.
+
+    `times[type]` is (devices, ops of that type) of slots. The steady state in between is left as
+    built: from device 0's first I0 (the first micro-batch's last backward) to device 0's F0 of the
+    last micro-batch. With W's, memory is +1 at an F and -1 at a W; without, W's run in free slots.
+    """
+    p, m = times[F0].shape
+    dev = np.concatenate([np.repeat(np.arange(p), tt.shape[1]) for tt in times])
+    typ = np.concatenate([np.full(tt.size, ty) for ty, tt in enumerate(times)])
+    mb = np.concatenate([np.tile(np.arange(tt.shape[1]), p) for tt in times])
+    slot = np.concatenate([tt.ravel() for tt in times])
+    order = np.lexsort((mb, typ, dev, slot))  # by slot, then device, type, micro-batch
+    dev, typ, mb = dev[order], typ[order], mb[order]
+    steady_from = int(np.flatnonzero((dev == 0) & (typ == I0))[0])
+    last_f0 = np.flatnonzero((typ == F0) & (mb == m - 1))
+    later = last_f0[last_f0 >= steady_from]
+    cool_from = int(later[0]) + 1 if later.size else order.size
+    st = _slot_types(times, int(slot.max()) + 1)
+    if with_w:
+        level = np.cumsum((st == F0) | (st == F1), axis=1) - np.cumsum(st == WW, axis=1)
+    else:
+        parts = [_implicit(st[d]) for d in range(p)]
+        level = np.stack([a for a, _ in parts])
+        done = np.stack([b for _, b in parts])
+    cap = int(level.max())
+    moves = np.r_[0:steady_from, cool_from:order.size] if with_w else np.arange(cool_from, order.size)
+    for i in moves.tolist():
+        d, ty, b = int(dev[i]), int(typ[i]), int(mb[i])
+        now = int(times[ty][d, b])
+        ready = _ready_slot(times, d, ty, b)
+        if ready >= now:
+            continue
+        free = np.flatnonzero(st[d, ready:now] < 0) + ready
+        if not free.size:
+            continue
+        if with_w:
+            target = _first_within_cap(free, level[d], now, ty, cap)
+            if target >= 0 and ty != I1 and ty != I0:
+                level[d, target:now] += 1 if ty < I1 else -1
+        else:
+            target = _first_within_cap_implicit(free, st[d], level[d], done[d], now, ty, cap)
+        if target < 0:
+            continue
+        st[d, now], st[d, target] = -1, ty
+        times[ty][d, b] = target
+
+
+def _ready_slot(times: list[np.ndarray], d: int, ty: int, b: int) -> int:
+    """First slot at which op (d, ty, b) may run: after its input, its own type's previous micro-batch,
+    and (for W) the b-th backward of its device."""
+    p = times[F0].shape[0]
+    ready = -1
+    if ty < WW:
+        src = d + _DOWN[ty]
+        if 0 <= src < p:
+            ready = int(times[ty][src, b])
+        if ty > F0:
+            ready = max(ready, int(times[ty - 1][d, b]))
+    else:
+        ready = _kth_backward(times[I1][d], times[I0][d], b)
+    if b > 0:
+        ready = max(ready, int(times[ty][d, b - 1]))
+    return ready + 1
+
+
+def _kth_backward(a: np.ndarray, c: np.ndarray, k: int) -> int:
+    """The k-th smallest (from 0) of two increasing arrays, looking only at the ends it can come from."""
+    n = a.size + c.size
+    if k < n // 2:
+        return int(np.sort(np.concatenate([a[: k + 1], c[: k + 1]]))[k])
+    j = n - 1 - k  # the j-th largest
+    return int(np.sort(np.concatenate([a[a.size - j - 1:], c[c.size - j - 1:]]))[::-1][j])
+
+
+def _first_within_cap(free: np.ndarray, level: np.ndarray, now: int, ty: int, cap: int) -> int:
+    """Earliest free slot from which the op can run without raising the device above the cap."""
+    if ty not in (F0, F1):
+        return int(free[0])  # a backward changes nothing held; a W earlier only frees sooner
+    span_max = np.maximum.accumulate(level[free[0]:now][::-1])[::-1]  # most held from each slot to `now`
+    ok = span_max[free - free[0]] + 1 <= cap
+    return int(free[np.argmax(ok)]) if ok.any() else -1
+
+
+def _first_within_cap_implicit(free: np.ndarray, st: np.ndarray, level: np.ndarray, done: np.ndarray, now: int,
+                               ty: int, cap: int) -> int:
+    """As above, with implicit W's in the free slots (moving any op shifts where they fall): each trial
+    recomputes only from the candidate slot on. Updates `level` and `done` when a slot is taken."""
+    for s in free.tolist():
+        tail = st[s:].copy()
+        tail[now - s], tail[0] = -1, ty
+        held0 = int(level[s - 1] + done[s - 1]) if s else 0
+        back0 = int(np.count_nonzero((st[:s] == I1) | (st[:s] == I0)))
+        lv, dn = _implicit(tail, held0, int(done[s - 1]) if s else 0, back0)
+        if lv.max() <= cap:
+            level[s:], done[s:] = lv, dn
+            return s
+    return -1
+
+
+def _eager(times: list[np.ndarray]) -> list[np.ndarray]:
+    """Every op as early as its inputs and its device's order allow, one slot per op: the slots the
+    order actually takes (the paper's "squeeze"). Timed by the simulator with unit chunk costs."""
+    from core.pipeline.simulate import Costs, run  # the engine sits above the schedule generators
+
+    p, m = times[F0].shape
+    orders = [_order(times, d) for d in range(p)]
+    s = Schedule("squeeze", p, 2, m, tuple(_rows(t, i) for t, i in orders),
+                 v_stage_map(p))
+    tl = run(s, Costs(tf=2.0, tb=2.0, tw=2.0))  # a chunk op then lasts exactly one slot
+    out = [np.empty_like(tt) for tt in times]
+    for d, (typ, idx) in enumerate(orders):
+        start = np.rint(tl.start[tl.ops_of(d)]).astype(np.int64)
+        for ty in range(len(times)):
+            sel = typ == ty
+            out[ty][d, idx[sel]] = start[sel]
+    return out
+
+
+def _order(times: list[np.ndarray], d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Device d's ops by slot: (type, index within its type)."""
+    slot = np.concatenate([tt[d] for tt in times])
+    typ = np.concatenate([np.full(tt.shape[1], ty) for ty, tt in enumerate(times)])
+    idx = np.concatenate([np.arange(tt.shape[1]) for tt in times])
+    o = np.argsort(slot, kind="stable")
+    return typ[o], idx[o]
+
+
+def _rows(typ: np.ndarray, idx: np.ndarray, w_chunk: np.ndarray | None = None) -> np.ndarray:
+    """Op rows (kind, micro, chunk, 0) of one device's order. A W (type WW) finishes the oldest backward
+    not yet finished, unless `w_chunk` gives each W's chunk (then the oldest of that chunk)."""
+    rows = np.zeros((typ.size, ROW), dtype=np.int32)
+    rows[:, 0] = _KIND[typ]
+    rows[:, 2] = _CHUNK[typ]
+    rows[:, 1] = idx
+    is_w, is_back = typ == WW, (typ == I1) | (typ == I0)
+    if w_chunk is None:
+        rows[is_w, 1:3] = rows[is_back, 1:3][: int(is_w.sum())]
+    else:
+        rows[is_w, 2] = w_chunk
+        for c in (0, 1):
+            sel = is_w.copy()
+            sel[is_w] = w_chunk == c
+            rows[sel, 1] = rows[is_back & (rows[:, 2] == c), 1][: int(sel.sum())]
+    return rows
+
+
+def _final_order(t: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One device's final order: F0, F1, I1, I0 by slot and a W in each free slot while a backward is
+    pending, the second chunk's W's first (its backward came first in the V); leftovers at the end."""
+    size = int(max(x.max() for x in t)) + 1
+    st = _slot_types([x[None, :] for x in t], size)[0]
+    _, done = _implicit(st)
+    w_slots = np.flatnonzero(np.diff(done, prepend=0) > 0)
+    m = t[F0].size
+    slot = np.concatenate([*t, w_slots, size + np.arange(2 * m - w_slots.size)])
+    typ = np.concatenate([np.full(m, ty) for ty in range(4)] + [np.full(2 * m, WW)])
+    idx = np.concatenate([np.arange(m)] * 4 + [np.arange(2 * m)])
+    o = np.argsort(slot, kind="stable")
+    typ, idx = typ[o], idx[o]
+    # Which chunk each W serves: the second chunk's queue (fed by I1) first, else the first chunk's.
+    w_chunk = np.empty(2 * m, dtype=np.int32)
+    pending1 = k = 0
+    for ty in typ.tolist():
+        if ty == I1:
+            pending1 += 1
+        elif ty == WW:
+            if pending1:
+                w_chunk[k], pending1 = 1, pending1 - 1
+            else:
+                w_chunk[k] = 0
+            k += 1
+    return typ, idx, w_chunk
