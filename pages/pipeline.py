@@ -19,12 +19,20 @@ from ui import cache_pipeline as cache
 from ui import figures_pipeline as figs
 from ui.inputs_pipeline import check_compare_url, compare_input, compare_notices, cursor_input, share_link
 from ui.layout import is_presentation, page_header
+from ui.pipeline_memory import (
+    derivation,
+    equal_memory_notes,
+    frontier_section,
+    matched,
+    stage_inputs,
+    stage_section,
+    view_toggles,
+)
 from ui.url_state import sync_url
 from ui.widgets import show_notices, spec_input, url_inputs
 
 MAIN = ["schedule", "p", "m", "v", "tf", "tb", "tw", "tcomm", "iterations", "recompute"]
-UNEVEN = ["first_stage", "last_stage", "stage_costs"]
-STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1, "first_stage": 0.05, "last_stage": 0.05}
+STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1}
 
 
 def pct(x: float) -> str:
@@ -53,19 +61,21 @@ with st.sidebar:
     st.caption(entry.summary)
     options = {k: {"step": s} for k, s in STEP.items()} | {"v": {"disabled": entry.chunks != "v"}}
     values |= url_inputs(PIPELINE, MAIN[1:], options=options)
-    with st.expander("Uneven stages", expanded=any(k in st.query_params for k in UNEVEN)):
-        values |= url_inputs(PIPELINE, UNEVEN, options=options)
+    values |= stage_inputs()
     st.header("Compare")
     others = [s for s in compare_input() if s != values["schedule"]]
+    view_values |= view_toggles()
     view_values["img"] = img = spec_input(VIEW["img"], widget="radio", horizontal=True)
 
 params = PipelineParams(**values)
-names = [params.schedule, *others]
+equal = bool(others) and view_values["equal_mem"]
+chosen, matched_rows, unmatched = matched(params, others) if equal else ({}, [], [])
+names = [params.schedule, *(o for o in others if not equal or o in chosen)]
 max_bars, bins = cache.budget(len(names))
 views, refused = {}, {}
 for name in names:
     try:
-        views[name] = cache.view(replace(params, schedule=name), max_bars, bins)
+        views[name] = cache.view(chosen.get(name, replace(params, schedule=name)), max_bars, bins)
     except InputError as exc:
         refused[name] = str(exc)
 
@@ -86,8 +96,9 @@ if views:
                        help="Idle time / (p x makespan): the idle share of the whole timeline, all devices.")
         cols[2].metric("Bubble: relative to ideal", pct(h["relative to ideal"]),
                        help="Idle time / busy time (the (p-1)/m convention of the Megatron-LM paper).")
-        cols[3].metric("Peak micro-batches held", num(h["peak held"]),
-                       help="Most micro-batches whose activations one device holds at once (full-stage units).")
+        cols[3].metric("Peak activation", num(h["peak activation"]),
+                       help="Most activations one device holds at once, in micro-batches of one device's share of "
+                            "layers (L/p): 1F1B's device 0 holds p, a V schedule's half-device chunk counts 1/2.")
         if len(cols) > 4:
             cols[4].metric("Weight versions", f"{h['weight versions']}",
                            help="Most weight versions one device stores at once (PipeDream stashes stale weights).")
@@ -104,6 +115,8 @@ if views:
             "efficiency": st.column_config.NumberColumn(format="percent"),
             "closed form idle share": st.column_config.NumberColumn(format="percent"),
             "simulated, same convention": st.column_config.NumberColumn(format="percent")})
+        if equal and main is not None:
+            equal_memory_notes(matched_rows, unmatched, main.headline()["peak activation"])
 
     st.subheader("Timeline")
     timelines = [v.timeline for v in drawn]
@@ -130,20 +143,24 @@ if views:
         st.dataframe(main.bubble_rows, hide_index=True)
         if not s["formula_expression"]:
             st.caption(f"No closed-form column: {main.formula_note}.")
+        derivation(main)
         st.subheader("Activation memory")
         st.plotly_chart(figs.memory(main.timeline, t if cursor < 100 else None, presentation=present, veil=veil),
                         config=figs.modebar_config(f"memory-{params.schedule}-p{params.p}-m{params.m}", img),
                         key="memory")
-        st.caption("Micro-batches whose activations a device holds (a chunk counts 1/v): from the start of a forward "
-                   "until its backward (or weight-gradient W) is done."
+        st.caption("Activations a device holds, in micro-batches of its share of layers (L/p; a V schedule's chunk "
+                   "counts 1/2): from the start of a forward until its backward (or weight-gradient W) is done."
                    + ("" if main.timeline.memory.exact else " Many events: each step is the maximum within a bin."))
+        stage_section(main)
         with st.expander("Per device"):
             st.dataframe(main.per_device(), hide_index=True)
     elif len(drawn) > 1:
         st.subheader("Peak activation memory per device")
-        st.plotly_chart(figs.peaks([(v.params.schedule, v.summary["peak_inflight"]) for v in drawn],
+        st.plotly_chart(figs.peaks([(v.params.schedule, v.summary["peak_activation"]) for v in drawn],
                                    presentation=present),
                         config=figs.modebar_config(f"peaks-{'-'.join(views)}", img), key="peaks")
+    if view_values["frontier"]:
+        frontier_section(params, present, img)
 
     if main is not None:
         with st.expander("Text timeline (course notation)"):

@@ -64,7 +64,7 @@ def test_default_view_is_the_seed_1f1b_example():
     assert not at.exception
     m = metrics(at)
     assert (m["Makespan"], m["Bubble: idle share"], m["Bubble: relative to ideal"]) == ("33", "27.27 %", "37.50 %")
-    assert m["Peak micro-batches held"] == "4"
+    assert m["Peak activation"] == "4"
     assert at.code[0].value == SEED_1F1B_4_8  # the text timeline, character for character
     (gantt, config), (memory, _) = figures(at)
     assert dict(op_bars(gantt)) == {"F": 32, "B": 32}
@@ -80,7 +80,7 @@ def test_default_view_is_the_seed_1f1b_example():
 # --- each input changes what it should ----------------------------------------------------------
 
 @pytest.mark.parametrize("start,kind,key,value,expected", [
-    ({}, "selectbox", "schedule", "gpipe", {"Makespan": "33", "Peak micro-batches held": "8"}),
+    ({}, "selectbox", "schedule", "gpipe", {"Makespan": "33", "Peak activation": "8"}),
     ({}, "slider", "p", 8, {"Makespan": "45", "Bubble: idle share": "46.67 %"}),  # (8+7)*3; seed: 0.4667
     ({}, "number_input", "m", 16, {"Makespan": "57", "Bubble: idle share": "15.79 %"}),  # (16+3)*3; seed: 0.1579
     ({"schedule": "interleaved"}, "slider", "v", 4, {"Makespan": "26.25"}),  # 24 + (p-1)(t_f+t_b)/v

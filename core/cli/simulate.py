@@ -11,6 +11,7 @@ from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.stage_view import balance_hint, stage_table
 from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
 
 _SHORT = {"p": ("-p",), "m": ("-m",), "v": ("-v",)}
@@ -73,7 +74,19 @@ def _summary_text(result) -> str:
         note = f"\nformula: {s['formula_expression']}, when {s['formula_conditions']}"
     else:
         note = f"\nno closed form: {s['formula_note']}"
-    return head + "\n\n" + render(["metric", "simulated", "formula"], rows) + note
+    return head + "\n\n" + render(["metric", "simulated", "formula"], rows) + note + _stages_text(result)
+
+
+def _stages_text(result) -> str:
+    """Per-stage table when stages differ: layers, time factor, activations per micro-batch, devices."""
+    rows = stage_table(result)
+    if not rows:
+        return ""
+    body = [[str(r["stage"]), r["devices"], "—" if r["layers"] is None else str(r["layers"]), r["holds"],
+             f"{r['time factor']:.4g}", f"{r['activations per micro-batch']:.4g}"] for r in rows]
+    return "\n\n" + render(["stage", "device(s)", "layers", "holds", "time factor", "activations / micro-batch"],
+                            body) + "\n(time factor: x an equal stage; activations: micro-batches of L/p layers)" \
+        + (f"\nbalance: {hint}" if (hint := balance_hint(result)) else "")
 
 
 def _fmt(x: float | None) -> str:

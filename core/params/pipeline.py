@@ -38,5 +38,26 @@ PIPELINE = table(
     Spec("last_stage", "float", 1.0, 0.1, 5.0, label="Last-stage cost factor",
          help="Multiplies every op of the last stage (logits and loss)."),
     Spec("stage_costs", "floats", (), 0.1, 5.0, max_items=512, label="Per-stage cost factors",
-         help="Optional factor per global stage (stage 0 first); missing stages use 1. Overrides the two above."),
+         help="Optional factor per global stage (stage 0 first); missing stages use 1. Overrides the two above "
+              "and the layer split's time (not its memory)."),
+    Spec("layers", "int", 0, 0, 1024, label="Decoder layers L",
+         help="Transformer layers split over the stages (0: stages are equal, no layer split). Needed for the "
+              "first/last-stage layers and the embedding and output-layer costs."),
+    Spec("first_stage_layers", "int", 0, 0, 1024, label="First-stage layers",
+         help="Layers on the first stage, as Megatron-LM's --decoder-first-pipeline-num-layers (0: even split)."),
+    Spec("last_stage_layers", "int", 0, 0, 1024, label="Last-stage layers",
+         help="Layers on the last stage, as Megatron-LM's --decoder-last-pipeline-num-layers (0: even split)."),
+    Spec("layers_per_stage", "floats", (), 0, 1024, max_items=512, label="Layers per stage",
+         help="Whole layers of every stage on a micro-batch's path, e.g. 7,8,8,7 (p x chunks entries; DualPipe: p). "
+              "Overrides the three above."),
+    Spec("embed_time", "float", 0.0, 0.0, 100.0, label="Embedding time", unit="layers",
+         help="Time of the embedding on the first stage, in layers' worth (about 0: a table lookup)."),
+    Spec("head_time", "float", 0.0, 0.0, 100.0, label="Output layer + loss time", unit="layers",
+         help="Time of the output layer and loss on the last stage, in layers' worth (about V/(12h) for "
+              "vocabulary V and hidden size h)."),
+    Spec("embed_memory", "float", 0.0, 0.0, 100.0, label="Embedding activations", unit="layers",
+         help="Activations the embedding keeps per micro-batch, in layers' worth (small: its output is the "
+              "first layer's input)."),
+    Spec("head_memory", "float", 0.0, 0.0, 100.0, label="Output layer + loss activations", unit="layers",
+         help="Activations the output layer and loss keep per micro-batch (fp32 logits), in layers' worth."),
 )

@@ -15,6 +15,11 @@ VIEW = table(
          help="Shows the schedule up to this moment; later work is greyed out. 100 shows everything."),
     Spec("img", "choice", "png", choices=("png", "svg"), label="Chart image format",
          help="What the camera button above each chart saves: PNG (slides) or SVG (print, scalable)."),
+    Spec("equal_mem", "bool", False, label="Compare at equal memory",
+         help="Give each compared schedule the m (and v) at which it holds the same activation memory as this "
+              "one, for the same global batch (its micro-batches are then larger or smaller), then compare."),
+    Spec("frontier", "bool", False, label="Memory/bubble frontier",
+         help="Every schedule at these p, m, v and costs, by peak activation memory against idle share."),
 )
 
 COMPARE = Spec("compare", "choice", SCHEDULE_NAMES[0], choices=SCHEDULE_NAMES, max_items=len(SCHEDULE_NAMES) - 1,

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import InputError
 from core.params import check_dataclass
 from core.params.pipeline import MAX_OPS, PIPELINE
-from core.pipeline import formulas
+from core.pipeline import formulas, stages
 from core.pipeline.ops_cache import OpsBoundedCache
 from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.schedules.ir import Schedule
@@ -40,6 +41,14 @@ class PipelineParams:
     first_stage: float = 1.0
     last_stage: float = 1.0
     stage_costs: tuple[float, ...] = field(default=())
+    layers: int = 0
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    layers_per_stage: tuple[float, ...] = field(default=())
+    embed_time: float = 0.0
+    head_time: float = 0.0
+    embed_memory: float = 0.0
+    head_memory: float = 0.0
 
     def __post_init__(self) -> None:
         check_dataclass(self, PIPELINE)
@@ -54,19 +63,43 @@ class PipelineParams:
         """Stages on a micro-batch's path (p x chunks; DualPipe's two directions share p)."""
         return REGISTRY[self.schedule].stages(self.p, self.v)
 
+    def layer_split(self) -> tuple[int, ...] | None:
+        """Layers of every stage on a micro-batch's path, or None when stages are equal (no layers given).
+        Raises InputError for a split this schedule cannot take (checked when simulating, not on creation,
+        so a page can build parameters for several schedules and report each refusal)."""
+        n = self.num_stages
+        if self.layers_per_stage:
+            return stages.check_split(self.layers_per_stage, n)
+        if self.layers:
+            if self.layers < n:
+                raise InputError(f"{self.layers} layers cannot fill {n} stages (p x chunks); raise layers or lower p/v")
+            return stages.split_layers(self.layers, n, self.first_stage_layers, self.last_stage_layers)
+        if self.first_stage_layers or self.last_stage_layers or self.embed_time or self.head_time \
+                or self.embed_memory or self.head_memory:
+            raise InputError("first/last-stage layers and the embedding and output-layer costs are counted in "
+                             "layers: set layers (or layers-per-stage) too")
+        return None
+
     def stage_factors(self) -> tuple[float, ...]:
-        """Cost factor of every global stage: the explicit list, else first/last-stage factors."""
+        """Time factor of every stage: the explicit list, else the layer split with the embedding and the
+        output layer (core.pipeline.stages), times the first/last-stage factors."""
         n = self.num_stages
         if self.stage_costs:
             given = list(self.stage_costs[:n])
             return tuple(given + [1.0] * (n - len(given)))
-        f = [1.0] * n
+        split = self.layer_split()
+        f = list(stages.time_factors(split, self.embed_time, self.head_time)) if split else [1.0] * n
         f[0] *= self.first_stage
         f[-1] *= self.last_stage
         return tuple(f)
 
+    def stage_memory(self) -> tuple[float, ...]:
+        """One micro-batch's activations per stage (micro-batches of L/p layers); () when stages are equal."""
+        split = self.layer_split()
+        return stages.memory_weights(split, self.p, self.embed_memory, self.head_memory) if split else ()
+
     def costs(self) -> Costs:
-        return Costs(self.tf, self.tb, self.tw, self.tcomm, self.stage_factors())
+        return Costs(self.tf, self.tb, self.tw, self.tcomm, self.stage_factors(), self.stage_memory())
 
     @property
     def uneven(self) -> bool:
@@ -145,6 +178,9 @@ class PipelineResult:
             "simulated_bubble_fraction_same_convention": same[1],
             "peak_inflight": tl.peak_inflight.tolist(),
             "peak_activation": tl.peak_activation.tolist(),
+            "stage_layers": None if (split := self.params.layer_split()) is None else list(split),
+            "stage_time_factors": list(self.params.stage_factors()),
+            "stage_memory": tl.stage_memory.tolist(),
             "peak_pending_w": tl.peak_pending_w.tolist(),
             "weight_versions": self.weight_versions.tolist(),
             "busy": tl.busy.tolist(),

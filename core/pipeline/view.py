@@ -19,6 +19,7 @@ from core.pipeline.formulas import overstatement
 from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, PipelineResult, simulate
 from core.pipeline.schedules.ir import Schedule
+from core.pipeline.stage_view import balance_hint, stage_table
 from core.pipeline.timeline_view import BINS, MAX_BARS, TimelineView, timeline_view
 from core.pipeline.trace_export import chrome_trace, pytorch_actions, pytorch_actions_csv
 
@@ -42,6 +43,8 @@ class PipelineView:
     csv_note: str  # why the PyTorch action table is not offered ("" when it is)
     trace_note: str  # why the Chrome trace is not offered as a download ("" when it is)
     notes: tuple[str, ...]  # the schedule's own notes (recompute, no flush, ...)
+    stages: tuple[dict[str, Any], ...] = ()  # per-stage layers, time and activations (core.pipeline.stage_view)
+    stage_hint: str = ""  # a first/last-stage layer split that balances the embedding and output layer
 
     @property
     def formula_note(self) -> str:
@@ -62,6 +65,7 @@ class PipelineView:
             "simulated, same convention": s["simulated_bubble_fraction_same_convention"] if s["formula_convention"]
             else None,
             "peak held": max(s["peak_inflight"]),
+            "peak activation": max(s["peak_activation"]),
             "weight versions": max(s["weight_versions"]),
             "ops": s["num_ops"],
         }
@@ -70,6 +74,7 @@ class PipelineView:
         """One row per device: busy and idle time, peak micro-batches held and pending W, weight versions."""
         s = self.summary
         return [{"device": d, "busy": s["busy"][d], "idle": s["idle"][d], "peak held": s["peak_inflight"][d],
+                 "peak activation": s["peak_activation"][d],
                  "peak pending W": s["peak_pending_w"][d], "weight versions": s["weight_versions"][d]}
                 for d in range(self.params.p)]
 
@@ -92,7 +97,8 @@ def pipeline_view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = 
         trace_note = (f"{tl.num_ops:,} ops make a trace too large to download here (limit {MAX_TRACE_OPS:,}); "
                       f"write it with: {cli_command(params, '--chrome-trace trace.json')}")
     return PipelineView(params, result.summary(), tuple(bubble_rows(result)), timeline_view(tl, max_bars, bins),
-                        text, text_note, _csv_refusal(result.schedule), trace_note, result.schedule.notes)
+                        text, text_note, _csv_refusal(result.schedule), trace_note, result.schedule.notes,
+                        tuple(stage_table(result)), balance_hint(result))
 
 
 def bubble_rows(result: PipelineResult) -> list[dict[str, Any]]:
