@@ -4,7 +4,7 @@ loses, the recommendation in plain words, and configs to paste. Inputs -> core (
 import streamlit as st
 
 from core.errors import InputError
-from core.params.planner import ASSUMPTIONS, GPU_KEYS, MODEL_KEYS, PLAN, SEARCH, VIEW, PlannerParams
+from core.params.planner import ASSUMPTIONS, GPU_KEYS, MODEL_KEYS, PLAN, SEARCH, TARGET, VIEW, PlannerParams
 from core.units import fmt_bytes
 from ui import cache_planner as cp
 from ui import figures_planner as fp
@@ -16,7 +16,7 @@ from ui.widgets import show_notices, spec_input
 SPECS = {**PLAN, **VIEW}
 EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
            ("megatron", "Megatron-LM command", "megatron_pretrain.sh", "bash"),
-           ("fsdp", "torchrun + FSDP2", "train_fsdp2.py", "python"))
+           ("fsdp", "PyTorch script (FSDP2, pipelining)", "train_torch.py", "python"))
 
 page_header("planner")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
@@ -25,6 +25,8 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 v: dict = {}
 for col, key in zip(st.columns([3, 3, 2, 2, 2, 2]), ("model", "gpu", "gpus", "batch", "seq", "mb_sizes"), strict=True):
     v[key] = spec_input(PLAN[key], container=col)
+for col, key in zip(st.columns([3, 3, 6]), TARGET, strict=False):
+    v[key] = spec_input(TARGET[key], container=col)
 if v["model"] == "custom":
     with st.expander("Custom model (the parameter count is derived when left at 0)", expanded=True):
         cols = st.columns(5)
@@ -115,9 +117,17 @@ if not exports:
 for tab, (kind, _, name, lang) in zip(st.tabs([e[1] for e in EXPORTS]), EXPORTS, strict=True):
     if kind in exports:
         art = exports[kind]
+        if art.refused:
+            tab.warning("Not exported: this layout is not one this framework runs exactly.\n\n"
+                        + "\n".join(f"- {r}" for r in art.refused), icon=":material/block:")
+            tab.markdown("\n".join(f"- {n}" for n in art.notes))
+            continue
         tab.download_button(f"Download {name}", data=art.text, file_name=name, on_click="ignore",
                             icon=":material/download:", key=f"download_{kind}")
         tab.code(art.text, language=lang)
+        if art.setup:
+            tab.caption("What the JSON cannot carry (the degrees DeepSpeed takes from code):")
+            tab.code(art.setup, language="python")
         tab.markdown("\n".join(f"- {n}" for n in art.notes))
 
 copy_link_box(v | {k: x for k, x in (("y", metric), ("feasible_only", only), ("rows", rows), ("pick", pick))},

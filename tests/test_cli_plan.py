@@ -82,14 +82,79 @@ def test_exports(capsys):
     assert set(flatten_keys(cfg)) <= set(confirmed()["deepspeed"]["options"])
     assert cfg["zero_optimization"]["stage"] == 1 and cfg["gradient_accumulation_steps"] == 128
     assert cfg["train_micro_batch_size_per_gpu"] == 2 and "activation_checkpointing" in cfg
-    assert err.startswith("note: ")
+    assert "PipeModelDataParallelTopology(num_pp=12, num_mp=4, num_dp=8)" in err and "note: " in err
     code, out, _ = plan(capsys, *BLOOM, "--export", "megatron")
     for flag in ("--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 12", "--micro-batch-size 2",
                  "--global-batch-size 2048", "--recompute-granularity full", "--use-distributed-optimizer"):
         assert flag in out
-    code, out, _ = plan(capsys, *BLOOM, "--export", "fsdp")
-    assert "fully_shard" in out
+    # PyTorch's ZeRO-1 (DDP + ZeroRedundancyOptimizer) does not compose with t = 4: refused, not rewritten.
+    code, out, err = plan(capsys, *BLOOM, "--export", "fsdp")
+    assert code == 2 and out == "" and "takes ZeRO 2 or 3 with tensor parallelism, not ZeRO-1" in err
+    assert "--framework torch" in err
+    code, out, _ = plan(capsys, *BLOOM[:-1], "t=4,p=12,d=8,zero=2,mbs=2,recompute=full,sp=off,schedule=1f1b",
+                        "--export", "torch")
+    assert code == 0 and "fully_shard(" in out and "Schedule1F1B(" in out
     ast.parse(out)
+
+
+def test_leaving_inputs_out_applies_the_documented_defaults(capsys):
+    code, out, err = plan(capsys, "--top", "1", "--fix", "t=8,p=16,mbs=1,zero=1,recompute=full,sp=on,schedule=1f1b")
+    assert code == 0, err
+    assert out.startswith("GPT-3 175B (175B parameters) on 1,024 x NVIDIA H100 80GB SXM (8 per server), global "
+                          "batch 1,536 sequences of 2,048 tokens.")
+    help_text = subprocess.run([sys.executable, "-m", "core", "plan", "--help"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=60).stdout.replace("\n", " ")
+    for default in ("default gpt3-175b", "default h100-80gb", "default 1024", "default 1536", "default any"):
+        assert default in " ".join(help_text.split())
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "llama3-8b", "--gpus", "64", "--fix", "t=8,p=16"], "t x p = 8 x 16 = 128 > 64 GPUs"),
+    (["--gpus", "64", "--fix", "t=3"], "t = 3 does not divide 64 GPUs"),
+    (["--fix", "t=8,p=8,d=8"], "t x p x d = 8 x 8 x 8 = 512 != 1,024 GPUs"),
+    (["--framework", "megatron", "--fix", "schedule=zb-h1"], "Megatron-LM has no zb-h1 schedule"),
+    (["--framework", "deepspeed", "--fix", "t=8,p=8,zero=3"], "DeepSpeed takes ZeRO 0 or 1 with pipeline parallelism"),
+    (["--framework", "torch", "--fix", "zero=1,offload=optimizer"], "PyTorch (FSDP2, torch.distributed.pipelining) "
+                                                                    "cannot offload optimizer"),
+    (["--min-headroom", "80"], "min headroom 80 GB >= the 72.0 GB usable per GPU"),
+])
+def test_every_empty_result_says_which_pin_cannot_work(capsys, args, needle):
+    code, out, err = plan(capsys, *args, "--top", "3")
+    assert code == 0 and needle in out, out
+    code, out, err = plan(capsys, *args, "--json")
+    assert json.loads(out) == [] or all(r["rank"] is None for r in json.loads(out))
+    assert needle in err
+
+
+def test_framework_filter_keeps_only_what_it_runs(capsys):
+    for name, schedules in (("megatron", {"1f1b", "interleaved"}), ("deepspeed", {"1f1b"})):
+        code, out, err = plan(capsys, *LLAMA70, "--framework", name, "--json", "--top", "0")
+        rows = json.loads(out)
+        assert rows and all(name in r["frameworks"] for r in rows)
+        assert {r["schedule"] for r in rows if r["p"] > 1} <= schedules
+        if name == "deepspeed":
+            assert all(r["zero_stage"] <= 1 for r in rows if r["p"] > 1)
+            assert not any(r["sequence_parallel"] for r in rows) and {r["recompute"] for r in rows} <= {"none", "full"}
+        assert f"Framework {'Megatron-LM' if name == 'megatron' else 'DeepSpeed'}" in err
+    code, out, _ = plan(capsys, *LLAMA70, "--json", "--top", "0")
+    rows = json.loads(out)
+    assert all(set(r["frameworks"]) <= {"megatron", "deepspeed", "torch"} for r in rows)
+    assert any(r["frameworks"] == ["megatron", "deepspeed", "torch"] for r in rows)
+
+
+def test_min_headroom_keeps_only_roomy_layouts(capsys):
+    code, out, _ = plan(capsys, *LLAMA70, "--min-headroom", "20", "--json", "--top", "0")
+    rows = json.loads(out)
+    feasible = [r for r in rows if r["rank"] is not None]
+    assert feasible and all(r["headroom_bytes"] >= 20e9 for r in feasible)
+    assert any("too little headroom" in x for r in rows for x in r["reasons"])
+    assert all("headroom_bytes" in r for r in rows)
+
+
+def test_an_export_the_framework_cannot_run_is_refused_with_the_reason(capsys):
+    code, out, err = plan(capsys, *LLAMA70, "--fix", "t=8,p=2,schedule=zb-h1,zero=2,mbs=1,recompute=full",
+                          "--export", "megatron")
+    assert code == 2 and "Megatron-LM has no zb-h1 schedule" in err and "--framework megatron" in err
 
 
 def test_custom_model_and_gpu(capsys):
@@ -104,6 +169,8 @@ def test_custom_model_and_gpu(capsys):
 @pytest.mark.parametrize("args,needle", [
     (["--gpus", "0"], "gpus: '0' is out of range"),
     (["--layers", "12"], "give --model or a custom architecture"),
+    (["--framework", "jax"], "framework: 'jax' is not allowed"),
+    (["--min-headroom", "-1"], "min_headroom: '-1' is out of range"),
     (["--fix", "q=1"], "--fix: 'q=1' is not KEY=VALUE"),
     (["--micro-batch-sizes", "1,x"], "mb_sizes"),
     (["--fix", "zero=4"], "zero: '4' is not allowed"),

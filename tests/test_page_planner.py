@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.params.planner import PlannerParams
 from core.planner import plan as planner
+from tests import export_readers as read
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -46,16 +47,41 @@ def test_default_page_shows_the_recommendation_table_and_exports():
     table = at.dataframe[0].value
     assert list(table["Rank"][:3]) == [1, 2, 3] and len(table) == 50
     assert table["Pipeline page"].iloc[0].startswith("/pipeline?schedule=") and "nd=" in table["ZeRO page"].iloc[0]
-    ds = next(c.value for c in at.code if c.language == "json")
-    cfg = json.loads(ds)
+    # Each tab shows its framework's export of exactly this row, or why that framework cannot run it.
+    refusals = [w.value for w in at.warning if w.value.startswith("Not exported")]
+    runs = set(best["frameworks"])
+    assert len(refusals) == 3 - len(runs) and runs
+    assert any("--tensor-model-parallel-size" in c.value for c in at.code) == ("megatron" in runs)
+    assert any("fully_shard" in c.value or "DDP(" in c.value for c in at.code) == ("torch" in runs)
+    assert any(c.language == "json" for c in at.code) == ("deepspeed" in runs)
+
+
+def test_the_framework_select_ranks_only_what_it_runs_and_exports_that_row():
+    at = run({"framework": "deepspeed", "min_headroom": "10"})
+    assert not at.exception and not at.error
+    q = PlannerParams(framework="deepspeed", min_headroom=10.0)
+    best = planner.plan(q).best()
+    assert at.selectbox(key="framework").value == "deepspeed" and at.number_input(key="min_headroom").value == 10.0
+    assert metrics(at)["Layout t x p x d"] == f"{best['t']} x {best['p']} x {best['d']}"
+    assert best["headroom_bytes"] >= 10e9 and best["schedule"] == "1f1b"
+    cfg = json.loads(next(c.value for c in at.code if c.language == "json"))
     assert cfg["zero_optimization"]["stage"] == best["zero_stage"] and cfg["gradient_accumulation_steps"] == best["m"]
-    assert any("--tensor-model-parallel-size" in c.value for c in at.code)
-    assert any("fully_shard" in c.value for c in at.code)
+    table = at.dataframe[0].value
+    assert all("deepspeed" in x for x in table["Runs on"])
+
+
+def test_an_empty_plan_names_the_pin_and_its_arithmetic():
+    at = run({"model": "llama3-8b", "gpus": "64", "fix_t": "8", "fix_p": "16"})
+    assert not at.exception
+    assert "t x p = 8 x 16 = 128 > 64 GPUs" in markdown(at)
 
 
 def test_a_published_layout_from_the_url():
     at = run(BLOOM)
-    assert not at.exception and not at.warning
+    assert not at.exception
+    # BLOOM's ZeRO-1 with t = 4 is Megatron's and DeepSpeed's; PyTorch's ZeRO-1 (DDP) does not take t > 1.
+    assert len(at.warning) == 1 and at.warning[0].value.splitlines()[2].startswith(
+        "- PyTorch (FSDP2, torch.distributed.pipelining) takes ZeRO 2 or 3 with tensor parallelism, not ZeRO-1")
     shown = metrics(at)
     assert shown["Layout t x p x d"] == "4 x 12 x 8" and shown["Step time"] == "97.61 s"
     assert "uneven stages: 70 layers over 12 stages" in markdown(at)
@@ -120,9 +146,11 @@ def test_view_widgets_and_rerun_time():
     at.radio(key="y").set_value("mfu").run()
     assert at.get("plotly_chart")[0].proto.spec and not at.exception
     at.number_input(key="pick").set_value(2).run()
-    ds = json.loads(next(c.value for c in at.code if c.language == "json"))
+    megatron = next(c.value for c in at.code if "--tensor-model-parallel-size" in c.value)
     second = planner.plan(PlannerParams()).feasible.iloc[1]
-    assert ds["zero_optimization"]["stage"] == second["zero_stage"]
+    got = read.megatron(megatron)
+    assert (got["t"], got["p"], got["d"], got["zero_stage"]) == (second["t"], second["p"], second["d"],
+                                                                second["zero_stage"])
     start = time.perf_counter()
     at.run()
     rerun = time.perf_counter() - start

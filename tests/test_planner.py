@@ -1,6 +1,6 @@
 """The planner's numbers: ZeRO paper's Table 1, the simulator's bubble, fit or not, ranking, exports, bad inputs."""
 
-import ast
+import dataclasses
 import json
 
 import numpy as np
@@ -15,6 +15,7 @@ from core.pipeline.result import PipelineParams, simulate
 from core.planner import plan as planner
 from core.planner.exports import confirmed, flatten_keys
 from core.units import GB
+from tests import export_readers as read
 
 SEVEN_B = PlannerParams(model="zero-7.5b", gpu="v100-32gb", gpus=64, batch=512, fix_t=1, fix_p=1)
 LLAMA70 = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
@@ -149,7 +150,11 @@ def test_infeasible_candidates_say_why():
     f = planner.plan(q).frame
     tags = {r.split(":")[0] for rs in f["reasons"] for r in rs}
     assert tags == {"batch does not divide", "batch smaller than d", "m < p", "TP crosses servers", "does not fit",
-                    "not simulated", "too many chunks", "t does not divide the heads", "more stages than layers"}
+                    "not simulated", "too many chunks", "t does not divide the heads", "more stages than layers",
+                    "no framework runs it"}
+    nobody = f[f["frameworks"].map(len) == 0]  # e.g. zb-h1 with ZeRO-1 and t > 1: no framework has it
+    assert len(nobody) and all(any(r.startswith("no framework runs it: Megatron-LM has no") for r in rs)
+                               for rs in nobody["reasons"])
     crossing = f[f["t"] > 8]
     assert len(crossing) and all(any("TP crosses servers" in r for r in rs) for rs in crossing["reasons"])
     short = f[(f["p"] == 32) & (f["d"] == 8) & (f["micro_batch_size"] == 1)]
@@ -225,22 +230,29 @@ def test_the_simulation_budget_is_named_when_it_runs_out(monkeypatch):
 
 # --- exports ------------------------------------------------------------------------------------------------
 
-def test_exports_of_the_best_candidate(llama70):
-    best = llama70.best()
-    text = llama70.export("deepspeed").text
-    cfg = json.loads(text)
-    assert set(flatten_keys(cfg)) <= set(confirmed()["deepspeed"]["options"])
-    assert cfg["zero_optimization"]["stage"] == best["zero_stage"]
-    assert cfg["train_micro_batch_size_per_gpu"] == best["micro_batch_size"]
-    assert cfg["gradient_accumulation_steps"] == best["m"] and cfg["train_batch_size"] == 512
-    assert cfg["bf16"] == {"enabled": True}
-    megatron = llama70.export("megatron").text
-    assert f"--tensor-model-parallel-size {best['t']}" in megatron
-    assert f"--pipeline-model-parallel-size {best['p']}" in megatron
-    assert f"--micro-batch-size {best['micro_batch_size']}" in megatron and "--global-batch-size 512" in megatron
-    ast.parse(llama70.export("fsdp").text)
+@pytest.mark.parametrize("framework,kind", [("megatron", "megatron"), ("deepspeed", "deepspeed"), ("torch", "fsdp")])
+def test_every_row_of_a_framework_plan_exports_exactly_that_row(framework, kind):
+    """The issue's first complaint: the recommendation and its exports disagreed. Now every feasible row of a
+    --framework plan exports to that framework and reads back as the same t, p, d, schedule, v, micro-batch,
+    recompute, ZeRO stage and offload."""
+    for q in (PlannerParams(model="gpt3-175b", gpu="a100-80gb", gpus=1024, batch=1536, framework=framework),
+              PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=64, batch=512, framework=framework)):
+        result = planner.plan(q)
+        feasible = result.feasible
+        assert len(feasible) > 5
+        for _, row in feasible.head(40).iterrows():
+            layout = result.layout(row)
+            art = result.export(kind, row)
+            assert not art.refused and framework in row["frameworks"]
+            got = (read.megatron(art.text) if kind == "megatron" else read.deepspeed(art.text, art.setup)
+                   if kind == "deepspeed" else read.torch_script(art.text))
+            assert got == read.of_layout(layout)
+    best = planner.plan(LLAMA70).best()
+    cfg = json.loads(planner.plan(dataclasses.replace(LLAMA70, framework="deepspeed")).export("deepspeed").text)
+    assert set(flatten_keys(cfg)) <= set(confirmed()["deepspeed"]["options"]) and cfg["train_batch_size"] == 512
+    assert best is not None
     with pytest.raises(InputError):
-        llama70.export("horovod")
+        planner.plan(LLAMA70).export("horovod")
 
 
 def test_export_of_an_interleaved_layout_names_its_chunks():

@@ -35,7 +35,7 @@ CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 KEEP = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", "tp_exposed_s", "dp_exposed_s",
-        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings")
+        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings", "frameworks")
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
 
 

@@ -20,7 +20,8 @@ COLUMNS = {  # core column -> header with its unit, in display order
     "memory_gb": "Memory per GPU [GB]", "reasons": "Why infeasible", "schedule": "Schedule", "v": "v",
     "micro_batch_size": "Micro-batch [seq]", "m": "m", "zero_stage": "ZeRO", "recompute": "Recompute",
     "sequence_parallel": "SP", "offload": "Offload", "bubble_fraction": "Bubble [% of timeline]",
-    "headroom_gb": "Headroom [GB]", "tokens_per_s": "Tokens/s", "tp_ratio": "TP comm/compute",
+    "headroom_gb": "Headroom [GB]", "frameworks": "Runs on", "tokens_per_s": "Tokens/s",
+    "tp_ratio": "TP comm/compute",
     "pipeline_link": "Pipeline page", "zero_link": "ZeRO page",
 }
 
@@ -28,7 +29,7 @@ COLUMNS = {  # core column -> header with its unit, in display order
 def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict]:
     """(display frame, column_config) for st.dataframe: memory as a bar against the whole GPU."""
     out = frame.assign(memory_gb=units.to_gb(frame["memory_bytes"]), headroom_gb=units.to_gb(frame["headroom_bytes"]),
-                       reasons=frame["reasons"].map("; ".join))
+                       reasons=frame["reasons"].map("; ".join), frameworks=frame["frameworks"].map(", ".join))
     out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
     cc = st.column_config
     gpu_gb = float(units.to_gb(gpu_mem_bytes))
@@ -47,6 +48,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                                  "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
         COLUMNS["sequence_parallel"]: cc.CheckboxColumn(),
         COLUMNS["reasons"]: cc.TextColumn(width="medium", help="Empty when feasible."),
+        COLUMNS["frameworks"]: cc.TextColumn(help="Frameworks that run this layout exactly (megatron, deepspeed, "
+                                                  "torch; core/planner/frameworks.py names each rule's source)."),
         COLUMNS["pipeline_link"]: cc.LinkColumn(display_text="schedule", help="Open this schedule, p and m on "
                                                                                "the Pipeline page."),
         COLUMNS["zero_link"]: cc.LinkColumn(display_text="memory", help="Open this model, d, ZeRO stage and "

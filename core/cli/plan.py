@@ -1,5 +1,9 @@
 """`python -m core plan`: enumerate and rank t x p x d layouts, explain the best, export its configs.
 
+Every input left out takes the default its --help states, the Planner page's (GPT-3 175B on 1,024 H100s, global
+batch 1,536):
+
+    python -m core plan --framework megatron --min-headroom 8 --explain
     python -m core plan --model llama3-70b --gpus 64 --gpu a100-80gb --global-batch 512
     python -m core plan --model llama3-405b --seq 131072 --gpus 16384 --gpu h100-80gb --global-batch 128
     python -m core plan --layers 80 --hidden 8192 --heads 64 --seq 4096 --vocab 128256 --params 70e9 \\
@@ -55,6 +59,8 @@ def build(parser: argparse.ArgumentParser) -> None:
     for key in ("precision", "optimizer", "k"):
         spec_args.add(train, PLAN[key])
     search = parser.add_argument_group("search space")
+    spec_args.add(search, PLAN["framework"])
+    spec_args.add(search, PLAN["min_headroom"])
     search.add_argument("--fix", default="", metavar="KEY=VALUE,...",
                         help="Pin search dimensions (evaluate your layout): " + ", ".join(FIX_KEYS)
                         + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on. "
@@ -70,9 +76,10 @@ def build(parser: argparse.ArgumentParser) -> None:
     fmt.add_argument("--csv", action="store_true", help="Print the candidates as CSV (every column).")
     out.add_argument("--explain", action="store_true",
                      help="Print the recommendation in plain words, with every assumption.")
-    out.add_argument("--export", choices=("deepspeed", "megatron", "fsdp"), default=None,
-                     help="Print the DeepSpeed JSON, Megatron-LM command or FSDP2 snippet of a candidate "
-                          "(notes go to stderr).")
+    out.add_argument("--export", choices=("deepspeed", "megatron", "fsdp", "torch"), default=None,
+                     help="Print the DeepSpeed JSON, Megatron-LM command or PyTorch (FSDP2) script of a candidate, "
+                          "exactly its layout or an error saying why that framework cannot run it (notes go to "
+                          "stderr).")
     out.add_argument("--rank", type=int, default=1, help="Which feasible candidate --export uses (default 1).")
 
 
@@ -90,19 +97,12 @@ def params_from(args: argparse.Namespace) -> PlannerParams:
             raw["kv_heads"] = raw["heads"]  # plain multi-head attention unless --kv-heads says otherwise
         if "hidden" in raw and "ffn" not in raw:
             raw["ffn"] = str(4 * PLAN["hidden"].parse(raw["hidden"]))  # the GPT MLP width unless --ffn
-    elif raw.get("model") is None:
-        raise InputError("give --model PRESET (--seq N trains it at another length), or --layers --hidden --heads "
-                         "--vocab [--seq] for a custom model")
     custom_gpu = [GPU_FLAGS[k] for k in GPU_FLAGS if k in raw]
     if custom_gpu:
         if raw.get("gpu", "custom") != "custom":
             raise InputError(f"give --gpu or custom GPU numbers ({', '.join(custom_gpu)}), not both")
         raw["gpu"] = "custom"
-    elif raw.get("gpu") is None:
-        raise InputError("give --gpu PRESET, or --gpu-mem --gpu-tflops --gpus-per-node for a custom GPU")
-    if raw.get("gpus") is None or raw.get("batch") is None:
-        raise InputError("--gpus and --global-batch are required")
-    raw.update(parse_fix(args.fix))
+    raw.update(parse_fix(args.fix))  # anything left out takes the default its --help states (the page's)
     return PlannerParams.from_strings(raw)
 
 
@@ -156,7 +156,12 @@ def _export(result: planner.PlanResult, kind: str, rank: int) -> int:
     if not 1 <= rank <= len(feasible):
         raise InputError(f"--rank: choose 1 to {len(feasible)} (the feasible candidates)")
     art = result.export(kind, feasible.iloc[rank - 1])
+    if art.refused:
+        raise InputError(f"candidate {rank} cannot be exported for {kind} exactly: " + "; ".join(art.refused)
+                         + f". Rank with --framework {planner.EXPORT_FRAMEWORK[kind]} to list only layouts it runs.")
     sys.stdout.write(art.text if art.text.endswith("\n") else art.text + "\n")
+    if art.setup:
+        sys.stderr.write("setup (code the JSON cannot carry):\n" + art.setup)
     for note in art.notes:
         sys.stderr.write(f"note: {note}\n")
     return 0
@@ -168,16 +173,17 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
              f"global batch {q.batch:,} sequences of {m.seq:,} tokens.",
              f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
              f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.", ""]
-    headers = ["rank", "t", "p", "d", "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "bubble %",
-               "step s", "tokens/s", "MFU %", "why infeasible"]
+    headers = ["rank", "t", "p", "d", "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
+               "bubble %", "step s", "tokens/s", "MFU %", "runs on", "why infeasible"]
     rows = []
     for r in frame.to_dict("records"):
         sched = r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else "")
         rows.append(["-" if r["rank"] != r["rank"] else f"{r['rank']:.0f}", r["t"], r["p"], r["d"],
                      r["micro_batch_size"], r["m"] or "-", sched if r["p"] > 1 else "-", r["zero_stage"],
                      r["recompute"], "on" if r["sequence_parallel"] else "off", _num(r["memory_bytes"] / GB, 1),
-                     _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2), _num(r["tokens_per_s"], 0),
-                     _num(100 * r["mfu"], 1), "; ".join(r["reasons"])[:90]])
+                     _num(r["headroom_bytes"] / GB, 1), _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2),
+                     _num(r["tokens_per_s"], 0), _num(100 * r["mfu"], 1), ",".join(r["frameworks"]) or "none",
+                     "; ".join(r["reasons"])[:90]])
     if rows:
         lines.append(render(headers, rows))
     if result.feasible.empty:

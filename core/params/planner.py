@@ -25,6 +25,8 @@ SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev",
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # "all": Megatron's two and the cheapest zero-bubble one
 MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: larger p is not enumerated
 MAX_MB_SIZES = 8
+FRAMEWORK_NAMES = ("megatron", "deepspeed", "torch")  # as core.planner.frameworks.TABLE
+MAX_HEADROOM_GB = 10_000.0
 
 _CHOICE_ALL = "all"
 
@@ -93,6 +95,17 @@ SEARCH = table(
                                "(it depends on the node's drives): size it on the ZeRO page."),
 )
 
+# What the plan must be runnable by, and how much memory it must leave free (shown next to the model and cluster).
+TARGET = table(
+    Spec("framework", "choice", "any", choices=("any", *FRAMEWORK_NAMES),
+         label="Framework",
+         help="Rank only layouts this framework can run (schedules, ZeRO with pipeline parallelism, sequence "
+              "parallelism, recompute, offload; core/planner/frameworks.py names the source of each rule), so "
+              "its export reproduces the row exactly. any ranks everything and says which frameworks run each row."),
+    Spec("min_headroom", "float", 0.0, 0.0, MAX_HEADROOM_GB, label="Minimum free memory", unit="GB per GPU",
+         help="Keep only layouts that leave at least this much of the usable memory free (GB = 1e9 bytes)."),
+)
+
 PLAN = table(
     *preset_choices().values(),
     CLUSTER["gpus"],
@@ -109,6 +122,7 @@ PLAN = table(
     *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
     *(CLUSTER[k] for k in _custom_gpu),
     *SEARCH.values(),
+    *TARGET.values(),
     *ASSUMPTIONS.values(),
 )
 
@@ -170,6 +184,8 @@ class PlannerParams:
     recompute: str = _CHOICE_ALL
     sp: str = _CHOICE_ALL
     offload: str = PLAN["offload"].default
+    framework: str = PLAN["framework"].default
+    min_headroom: float = PLAN["min_headroom"].default
     eff: float = PLAN["eff"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default

@@ -42,18 +42,21 @@ from core.params.pipeline import MAX_OPS, PIPELINE
 from core.params.planner import MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY, build, chunks_per_device, estimated_ops
 from core.pipeline.simulate import Costs, compile_schedule, run
+from core.planner import frameworks, pins
 from core.planner.exports import Export, export_all
 from core.planner.layout import Layout
 from core.units import GB
 
-EXPORT_KINDS = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "fsdp2", "fsdp2": "fsdp2"}
+EXPORT_KINDS = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "fsdp2", "fsdp2": "fsdp2", "torch": "fsdp2"}
+EXPORT_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "torch", "fsdp2": "torch",
+                    "torch": "torch"}
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
 JSON_KEYS = ("rank", "t", "p", "d", "zero_stage", "schedule", "v", "micro_batch_size", "m", "recompute",
              "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
              "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "fits", "inflight",
              "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node", "compute_s",
              "bubble_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s", "step_time_s",
-             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings")
+             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks")
 
 COLUMNS = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
            "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
@@ -61,10 +64,10 @@ COLUMNS = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zer
            "inflight", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node",
            "compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s",
            "offload_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons",
-           "warnings")
+           "warnings", "frameworks")
 assert set(JSON_KEYS) <= set(COLUMNS)
 _EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node"), bool),
-                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings"), object),
+                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks"), object),
                  **dict.fromkeys(("t", "p", "d", "micro_batch_size", "m", "v", "zero_stage"), "int64")}
 
 _SIM_CACHE: dict[tuple, tuple[float, float, float, float] | str] = {}
@@ -226,6 +229,15 @@ def _candidates(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfi
     c["v"] = c["chunks"]
     c["recompute_name"] = np.array(RECOMPUTE_MODES)[c["recompute"]]
     c["offload_name"] = np.array(OFFLOAD_MODES)[c["offload"]]
+    runs_on = frameworks.which(c["t"], c["p"], c["zero"], names, c["sp"], c["recompute_name"], c["offload_name"],
+                               model.kv_heads)
+    if q.framework != "any":
+        keep = np.array([q.framework in r for r in runs_on], dtype=bool)
+        c = {k: v[keep] for k, v in c.items()}
+        runs_on = [r for r, k in zip(runs_on, keep, strict=True) if k]
+        notes.append(frameworks.framework(q.framework).summary())
+    c["frameworks"] = np.empty(len(runs_on), dtype=object)
+    c["frameworks"][:] = runs_on
     return c, notes
 
 
@@ -400,11 +412,18 @@ class PlanResult:
         """One paragraph: why no candidate is feasible (empty string when one is)."""
         if not self.feasible.empty:
             return ""
+        pinned = self.conflicts()
+        if pinned:
+            return "No layout can satisfy these inputs: " + "; ".join(pinned) + "."
         if self.frame.empty:
-            return "No candidate layout to evaluate with these inputs (see the notes)."
+            return "No candidate layout to evaluate with these inputs: " + (" ".join(self.notes) or "none exists.")
         counts = Counter(r.split(":")[0] for rs in self.frame["reasons"] for r in rs)
         top = "; ".join(f"{k} ({n:,} candidates)" for k, n in counts.most_common(4))
         return f"None of the {len(self.frame):,} candidates is feasible. Most common reasons: {top}."
+
+    def conflicts(self) -> list[str]:
+        """Each pinned value (or combination) that no layout satisfies, with its arithmetic."""
+        return pins.conflicts(self.params, self.model, self.gpu, self.usable)
 
     def layout(self, row: pd.Series | int | None = None) -> Layout:
         """The Layout of a candidate (a frame row or its position in the frame; default the best feasible)."""
@@ -426,7 +445,7 @@ class PlanResult:
         """Every column as CSV (reasons and warnings joined with '; '), in rank order."""
         frame = self.feasible if feasible_only else self.frame
         frame = (frame if top is None else frame.head(top)).copy()
-        for col in ("reasons", "warnings"):
+        for col in ("reasons", "warnings", "frameworks"):
             frame[col] = frame[col].map("; ".join)
         return frame.to_csv(index=False)
 
@@ -493,7 +512,8 @@ def plan(q: PlannerParams) -> PlanResult:
     fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
     sized = batch_ok & fills & m_ok
     floor = fixed + _activations(model, c, np.ones(n), sized)
-    hopeless = sized & (floor > usable)
+    need = q.min_headroom * GB  # memory the user wants left free
+    hopeless = sized & (floor > usable - need)
     want = sized & ~hopeless & ~crosses & ~too_deep
     sims, refused, fresh = _simulate_all(c, want, sized & ~want)
     ok = sized & np.isfinite(sims["makespan_factor"])
@@ -514,8 +534,9 @@ def plan(q: PlannerParams) -> PlanResult:
             times[k][ok] = est[k]
 
     fits = total <= usable  # False where NaN
-    over = ok & ~fits & ~hopeless
-    checks = _Checks(B, usable, batch_ok, fills, min_m, m_ok, refused, hopeless, floor, over, total, crosses, too_deep)
+    over = ok & ~(total <= usable - need) & ~hopeless
+    checks = _Checks(B, usable, need, batch_ok, fills, min_m, m_ok, refused, hopeless, floor, over, total, crosses,
+                     too_deep)
     reasons = checks.reasons(c, model, gpu)
     feasible = np.array([not r for r in reasons], dtype=bool)
 
@@ -530,7 +551,7 @@ def plan(q: PlannerParams) -> PlanResult:
         "memory_fraction": total / gpu.mem_bytes, "fits": fits, "inflight": sims["inflight"],
         "bubble_fraction": sims["bubble_fraction"], "bubble_vs_ideal": sims["bubble_vs_ideal"],
         "tf": tf, "tb": tb, "tw": tw, "tp_crosses_node": crosses, **times, "feasible": feasible,
-        "reasons": reasons, "warnings": _warnings(c, model),
+        "reasons": reasons, "warnings": _warnings(c, model), "frameworks": c["frameworks"],
     })
     frame = frame[list(COLUMNS)]
     frame = _rank(pd.concat([frame, outside], ignore_index=True) if len(outside) else frame)
@@ -557,6 +578,7 @@ class _Checks:
 
     batch: int
     usable: float
+    need: float  # headroom asked for, bytes
     batch_ok: np.ndarray
     fills: np.ndarray
     min_m: np.ndarray
@@ -590,15 +612,30 @@ class _Checks:
         add(ok & self.fills & ~self.m_ok, lambda i: f"too many micro-batches: m = {m[i]:,} > {MAX_SIM_M:,}, the "
                                                     "simulator's range (use a larger micro-batch size)")
         add(self.refused != "", lambda i: f"not simulated: {self.refused[i]}")
-        add(self.hopeless, lambda i: f"does not fit: {self.floor[i] / GB:,.1f} GB per GPU even with one micro-batch "
-                                     f"in flight > {self.usable / GB:,.1f} GB usable")
-        add(self.over, lambda i: f"does not fit: {self.total[i] / GB:,.1f} GB per GPU > {self.usable / GB:,.1f} GB "
-                                 "usable")
+        full = self.floor > self.usable
+        add(self.hopeless & full, lambda i: f"does not fit: {self.floor[i] / GB:,.1f} GB per GPU even with one "
+                                            f"micro-batch in flight > {self.usable / GB:,.1f} GB usable")
+        add(self.hopeless & ~full, lambda i: f"too little headroom: at most {(self.usable - self.floor[i]) / GB:,.1f} "
+                                             f"GB free even with one micro-batch in flight < {self.need / GB:,.1f} GB "
+                                             "asked")
+        over = self.over & (self.total > self.usable)
+        add(over, lambda i: f"does not fit: {self.total[i] / GB:,.1f} GB per GPU > {self.usable / GB:,.1f} GB usable")
+        add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
+                                         f"{self.need / GB:,.1f} GB asked")
+        nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
+        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model.kv_heads))
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server")
         add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers")
         if not columns:
             return [()] * n
         return [tuple(x for x in row if x is not None) for row in zip(*columns, strict=True)]
+
+
+def _refusals(c: dict, i: int, kv_heads: int) -> str:
+    """The first reason each framework gives for not running candidate i."""
+    args = (int(c["t"][i]), int(c["p"][i]), int(c["zero"][i]), str(c["schedule_name"][i]), bool(c["sp"][i]),
+            str(c["recompute_name"][i]), str(c["offload_name"][i]))
+    return "; ".join(f.refusals(*args, cite=False, kv_heads=kv_heads)[0] for f in frameworks.TABLE.values())
 
 
 def _warnings(c, model) -> list:

@@ -53,12 +53,13 @@ class Recommendation:
     limits: tuple[str, ...]  # what bounds the winner
     assumptions: tuple[str, ...]
     notes: tuple[str, ...]  # what the search left out
+    roomier: tuple[str, ...] = ()  # a nearly-as-fast candidate with much more free memory, when one exists
 
     def sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(title, items) in reading order; empty sections left out."""
-        titles = (("Layout", "Why it wins", "What limits it") if self.feasible
-                  else ("Layout", "Why no candidate is feasible", "What to try"))
-        items = (self.layout, self.why, self.limits)
+        titles = (("Layout", "Nearly as fast, much more headroom", "Why it wins", "What limits it") if self.feasible
+                  else ("Layout", "", "Why no candidate is feasible", "What to try"))
+        items = (self.layout, self.roomier, self.why, self.limits)
         out = tuple(zip(titles, items, strict=True)) + (("Assumptions", self.assumptions),
                                                          ("Search notes", self.notes))
         return tuple((title, x) for title, x in out if x)
@@ -115,7 +116,31 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
         + (", with the most memory headroom among equally fast ones." if len(result.feasible) > 1 else "."),
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
-                          assumptions, result.notes)
+                          assumptions, result.notes, _roomier(result, best))
+
+
+NEARLY = 0.02  # "nearly as fast": at most 2 % slower than the recommendation
+MUCH_MORE = 0.10  # "much more headroom": at least a tenth of the usable memory more free
+
+
+def roomier(result: PlanResult, best: pd.Series) -> pd.Series | None:
+    """The feasible candidate with the most headroom among those at most NEARLY slower than `best`, if it frees at
+    least MUCH_MORE of the usable memory beyond `best`'s headroom."""
+    f = result.feasible
+    close = f[(f["step_time_s"] <= best["step_time_s"] * (1 + NEARLY))
+              & (f["headroom_bytes"] >= best["headroom_bytes"] + MUCH_MORE * result.usable)]
+    return None if close.empty else close.loc[close["headroom_bytes"].idxmax()]
+
+
+def _roomier(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
+    row = roomier(result, best)
+    if row is None:
+        return ()
+    slower = float(row["step_time_s"] / best["step_time_s"] - 1)
+    return (f"#{int(row['rank'])}, {describe(row, result.gpu.gpus_per_node)}: {100 * slower:.1f} % slower "
+            f"({row['step_time_s']:,.2f} s) but {row['headroom_bytes'] / GB:,.1f} GB free per GPU instead of "
+            f"{best['headroom_bytes'] / GB:,.1f} GB (room for fragmentation, longer sequences or a larger "
+            "micro-batch).",)
 
 
 def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:

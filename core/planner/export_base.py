@@ -1,0 +1,93 @@
+"""What every export shares: the artefact type, the confirmed option names, the torchrun launch, and the refusal
+of a layout the target framework cannot run (core.planner.frameworks says which, and why)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+from core.params.catalog import ASSETS
+from core.planner import frameworks
+from core.planner.layout import Layout
+
+PORT = 29500
+
+
+@dataclass(frozen=True)
+class Export:
+    """An artefact to copy (JSON, shell or Python text) and what it does not cover.
+
+    `setup` holds the few lines of code a JSON config cannot carry (DeepSpeed takes t and p from the model code);
+    `refused` is non-empty, and `text` empty, when the framework cannot run the layout exactly.
+    """
+
+    text: str
+    notes: tuple[str, ...]
+    setup: str = ""
+    refused: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=1)
+def confirmed() -> dict:
+    """The confirmed option names per tool, with their sources (assets/tool_options.json)."""
+    return json.loads((ASSETS / "tool_options.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def megatron_parser_flags() -> dict:
+    """Every option of Megatron-LM's argument parser at the pinned release (assets/megatron_flags.json)."""
+    return json.loads((ASSETS / "megatron_flags.json").read_text(encoding="utf-8"))
+
+
+def flatten_keys(config: dict, prefix: str = "") -> list[str]:
+    """Dotted paths of every key in a nested dict ('zero_optimization.offload_optimizer.device')."""
+    out = []
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        out.append(path)
+        if isinstance(value, dict):
+            out.extend(flatten_keys(value, path + "."))
+    return out
+
+
+def refusal(layout: Layout, key: str) -> Export | None:
+    """An empty Export saying why framework `key` cannot run `layout` exactly, or None when it can."""
+    reasons = framework_refusals(layout, key)
+    if not reasons:
+        return None
+    f = frameworks.framework(key)
+    return Export("", (f"Rank with framework {key} to see only layouts {f.label} runs.",), refused=tuple(reasons))
+
+
+def framework_refusals(layout: Layout, key: str) -> list[str]:
+    return frameworks.framework(key).refusals(layout.t, layout.p, layout.zero_stage, layout.schedule,
+                                              layout.sequence_parallel, layout.recompute, layout.offload,
+                                              kv_heads=layout.model.kv_heads) + not_exported(layout)
+
+
+def not_exported(layout: Layout) -> list[str]:
+    """What the exporters do not write yet, for every framework (the planner does not search these either)."""
+    out = []
+    if layout.cp > 1 or layout.ep > 1:
+        out.append(f"context parallelism (cp = {layout.cp}) and expert parallelism (ep = {layout.ep}) are not "
+                   "exported yet")
+    if layout.model.is_moe or layout.model.mla is not None:
+        out.append(f"{layout.model.name}'s mixture-of-experts / latent attention blocks are not exported yet")
+    if layout.precision == "fp8":
+        out.append("fp8 training is not exported yet (only bf16 and fp16)")
+    return out
+
+
+def launch(layout: Layout) -> tuple[list[str], list[str]]:
+    """torchrun arguments: one process per GPU, the same count on every node."""
+    n, gpn = layout.n_gpus, layout.gpus_per_node
+    notes = []
+    if n <= gpn:
+        return ["torchrun", "--standalone", "--nproc-per-node", str(n)], notes
+    if n % gpn:
+        notes.append(f"{n} GPUs is not a multiple of {gpn} per server; torchrun starts the same number of "
+                     "processes on every node, so pick G as a multiple of the server size.")
+    nodes = -(-n // gpn)
+    return ["torchrun", "--nnodes", str(nodes), "--nproc-per-node", str(gpn), "--rdzv-id", "planner",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$MASTER_ADDR:{PORT}"], notes

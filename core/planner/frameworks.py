@@ -1,0 +1,219 @@
+"""What each training framework can run, at a pinned version, with where each rule is written.
+
+One table serves both the planner (a `--framework` search holds only what that framework runs, and with `any`
+every row lists the frameworks that run it) and the exporters (an export reproduces its row exactly, or refuses
+with these reasons). A rule either comes from the framework's own source or docs (named in `sources`) or is a
+conservative choice where support is not documented (said so in the source text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.params.planner import FRAMEWORK_NAMES
+
+MEGATRON_RELEASE = "core_v0.19.0"
+MEGATRON_COMMIT = "5be9626709af2722333bf54797c954c09edeada3"
+DEEPSPEED_VERSION = "0.19.8"
+TORCH_VERSION = "2.13.0"
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A combination of ZeRO stage and schedule a framework runs wrongly or refuses, found by running it."""
+
+    zero: tuple[int, ...]
+    schedules: tuple[str, ...]
+    text: str  # with {zero} and {schedule}
+    source: str
+
+
+@dataclass(frozen=True)
+class Framework:
+    """The switches one framework offers. `schedules` apply when p > 1 (p = 1 runs no pipeline)."""
+
+    key: str
+    label: str
+    version: str
+    schedules: tuple[str, ...]
+    zero: tuple[int, ...]  # ZeRO stages without pipeline parallelism
+    zero_with_pipeline: tuple[int, ...]
+    zero_with_tp: tuple[int, ...]  # ZeRO stages that compose with tensor parallelism (t > 1)
+    sequence_parallel: bool
+    recompute: tuple[str, ...]
+    offload: tuple[str, ...]
+    kv_replication: bool  # t may exceed (as a multiple of) the key/value heads, which are then replicated
+    sources: Mapping[str, str]  # capability -> where it is written
+    exclusions: tuple[Exclusion, ...] = ()
+
+    def refusals(self, t: int, p: int, zero: int, schedule: str, sp: bool, recompute: str, offload: str,
+                 cite: bool = True, kv_heads: int | None = None) -> list[str]:
+        """Why this framework cannot run one layout (empty when it can), each reason with its source."""
+        out = []
+
+        def say(text: str, source: str) -> None:
+            out.append(f"{text} [{self.sources[source]}]" if cite else text)
+
+        if p > 1 and schedule not in self.schedules:
+            say(f"{self.label} has no {schedule} schedule (it runs {_names(self.schedules)})", "schedules")
+        stages = self.zero_with_pipeline if p > 1 else self.zero
+        if zero not in stages:
+            where = " with pipeline parallelism" if p > 1 else ""
+            say(f"{self.label} takes ZeRO {_names(stages)}{where}, not ZeRO-{zero}",
+                "zero_with_pipeline" if p > 1 else "zero")
+        elif t > 1 and zero not in self.zero_with_tp:
+            say(f"{self.label} takes ZeRO {_names(self.zero_with_tp)} with tensor parallelism, not ZeRO-{zero}",
+                "zero_with_tp")
+        if sp and t > 1 and not self.sequence_parallel:
+            say(f"{self.label} has no Megatron-style sequence parallelism", "sequence_parallel")
+        if recompute not in self.recompute:
+            say(f"{self.label} has no {recompute} recompute switch", "recompute")
+        if offload not in self.offload:
+            say(f"{self.label} cannot offload {offload} (it offloads {_names(self.offload)})", "offload")
+        if kv_heads is not None and not self.kv_replication and kv_heads % t:
+            say(f"{self.label}: t = {t} does not divide the {kv_heads} key/value heads", "kv_replication")
+        for ex in self.exclusions:
+            if p > 1 and zero in ex.zero and schedule in ex.schedules:
+                text = ex.text.format(zero=zero, schedule=schedule)
+                out.append(f"{text} [{ex.source}]" if cite else text)
+        return out
+
+    def summary(self) -> str:
+        """What a --framework search keeps, in one sentence."""
+        zero = ("ZeRO " + _names(self.zero) + (f" (ZeRO {_names(self.zero_with_pipeline)} with p > 1)"
+                                              if self.zero_with_pipeline != self.zero else "")
+                + (f" (ZeRO {_names(self.zero_with_tp)} with t > 1)" if self.zero_with_tp != self.zero else ""))
+        return (f"Framework {self.label} ({self.version}): only layouts it runs are ranked: schedules "
+                f"{_names(self.schedules)} when p > 1; {zero}; sequence parallelism "
+                f"{'yes' if self.sequence_parallel else 'no'}; recompute {_names(self.recompute)}; offload "
+                f"{_names(self.offload)}. Sources in core/planner/frameworks.py.")
+
+    def runs(self, t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None) -> np.ndarray:
+        """Vectorised `not refusals(...)` over candidate arrays (names as strings)."""
+        p, zero = np.asarray(p), np.asarray(zero)
+        if kv_heads is not None and not self.kv_replication:
+            ok_kv = kv_heads % np.asarray(t) == 0
+        else:
+            ok_kv = True
+        ok = np.where(p > 1, np.isin(schedule, self.schedules), True)
+        ok &= np.where(p > 1, np.isin(zero, self.zero_with_pipeline), np.isin(zero, self.zero))
+        ok &= (np.asarray(t) == 1) | np.isin(zero, self.zero_with_tp)
+        if not self.sequence_parallel:
+            ok &= ~(np.asarray(sp, dtype=bool) & (np.asarray(t) > 1))
+        ok &= np.isin(recompute, self.recompute)
+        ok &= np.isin(offload, self.offload)
+        for ex in self.exclusions:
+            ok &= ~((p > 1) & np.isin(zero, ex.zero) & np.isin(schedule, ex.schedules))
+        return ok & ok_kv
+
+
+def _names(values) -> str:
+    values = [str(v) for v in values]
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
+
+
+_MEGATRON_ARGS = f"NVIDIA/Megatron-LM megatron/training/arguments.py at {MEGATRON_RELEASE} ({MEGATRON_COMMIT[:12]})"
+_DS = f"DeepSpeed {DEEPSPEED_VERSION}"
+_TORCH = f"PyTorch {TORCH_VERSION}"
+
+TABLE: dict[str, Framework] = {
+    "megatron": Framework(
+        "megatron", "Megatron-LM", MEGATRON_RELEASE,
+        schedules=("1f1b", "interleaved"),
+        zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1), zero_with_tp=(0, 1, 2, 3),
+        sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer"),
+        kv_replication=True,
+        sources={
+            "schedules": f"{_MEGATRON_ARGS}: --pipeline-model-parallel-size runs 1F1B, "
+                         "--num-virtual-stages-per-pipeline-rank the interleaved schedule; no flag selects GPipe, "
+                         "zero-bubble or V schedules (assets/megatron_flags.json lists every flag)",
+            "zero": f"{_MEGATRON_ARGS}: 0 = plain DDP, 1 = --use-distributed-optimizer, 2/3 = --use-megatron-fsdp "
+                    "with --data-parallel-sharding-strategy optim_grads / optim_grads_params",
+            "zero_with_pipeline": "Megatron-FSDP together with pipeline parallelism is neither asserted against in "
+                                  f"validate_args nor documented as supported at {MEGATRON_RELEASE}; the planner "
+                                  "keeps to the distributed optimizer (ZeRO 0/1) there",
+            "sequence_parallel": f"{_MEGATRON_ARGS}: --sequence-parallel (switched off by validate_args at t = 1)",
+            "recompute": f"{_MEGATRON_ARGS}: --recompute-granularity selective | full",
+            "offload": f"{_MEGATRON_ARGS}: --optimizer-cpu-offload (needs --use-precision-aware-optimizer and the "
+                       "distributed optimizer); no flag offloads parameters",
+            "zero_with_tp": "the distributed optimizer and Megatron-FSDP shard over the data-parallel group of each "
+                            "tensor-parallel rank",
+            "kv_replication": f"Megatron-LM {MEGATRON_RELEASE} transformer_config.py: num_query_groups must be a "
+                              "multiple or a divisor of the tensor-parallel size",
+        }),
+    "deepspeed": Framework(
+        "deepspeed", "DeepSpeed", DEEPSPEED_VERSION,
+        schedules=("1f1b",),
+        zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1), zero_with_tp=(0, 1, 2, 3),
+        sequence_parallel=False, recompute=("none", "full"), offload=("none", "optimizer", "optimizer+params"),
+        kv_replication=True,
+        sources={
+            "schedules": f"{_DS} deepspeed/runtime/pipe/schedule.py: PipelineEngine runs TrainSchedule, a 1F1B "
+                         "order; its DualPipeVSchedule keeps each weight gradient inside the backward (no deferred "
+                         "W), so it is not the dualpipev order simulated here",
+            "zero": f"{_DS} deepspeed/runtime/zero/config.py: zero_optimization.stage 0-3",
+            "zero_with_pipeline": f"{_DS} deepspeed/runtime/pipe/engine.py asserts 'ZeRO-2 and ZeRO-3 are "
+                                  "incompatible with pipeline parallelism'",
+            "sequence_parallel": f"{_DS} has no Megatron-style sequence parallelism (its sequence_parallel_size is "
+                                 "Ulysses: the sequence split over ranks with all-to-alls around attention)",
+            "recompute": f"{_DS}: activation_checkpointing / PipelineModule(activation_checkpoint_interval=...) "
+                         "checkpoint whole layers; selective recompute is model code, not a DeepSpeed switch",
+            "offload": f"{_DS} deepspeed/runtime/zero/config.py: offload_optimizer (stages 1-3), offload_param "
+                       "(stage 3)",
+            "zero_with_tp": f"{_DS} runtime/engine.py: AutoTP composes with ZeRO stages 0-3",
+            "kv_replication": f"{_DS} runtime/engine.py: AutoTP beyond the key/value head count only warns",
+        }),
+    "torch": Framework(
+        "torch", "PyTorch (FSDP2, torch.distributed.pipelining)", TORCH_VERSION,
+        schedules=("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"),
+        zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1, 2, 3), zero_with_tp=(2, 3),
+        sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer+params"),
+        kv_replication=False,
+        sources={
+            "schedules": f"{_TORCH} torch/distributed/pipelining/schedules.py: ScheduleGPipe, Schedule1F1B, "
+                         "ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleZBVZeroBubble, ScheduleDualPipeV; any "
+                         "other order runs from its action CSV in _PipelineScheduleRuntime (tests/engines run every "
+                         "one of ours there)",
+            "zero": f"{_TORCH}: 0 = DistributedDataParallel, 1 = ZeroRedundancyOptimizer, 2/3 = fully_shard with "
+                    "reshard_after_forward False/True",
+            "zero_with_pipeline": f"{_TORCH}: the data-parallel wrappers apply to each pipeline stage's module",
+            "sequence_parallel": f"{_TORCH} torch/distributed/tensor/parallel: SequenceParallel style",
+            "recompute": f"{_TORCH} torch.utils.checkpoint (whole block, or the attention core only)",
+            "offload": f"{_TORCH} CPUOffloadPolicy offloads parameters, gradients and optimizer state together "
+                       "(ZeRO-3); there is no optimizer-only offload",
+            "zero_with_tp": f"{_TORCH}: DistributedDataParallel and ZeroRedundancyOptimizer take plain tensors, "
+                            "not tensor-parallel DTensors (torchtitan: 'DDP has not supported > 1D parallelism'); "
+                            "FSDP2 composes with tensor parallelism",
+            "kv_replication": "the exported script shards the key/value projections column-wise over t, so t must "
+                              "divide the key/value heads (replicating them is not generated)",
+        },
+        exclusions=(Exclusion(
+            (3,), ("zb-h1", "zb-h2", "zbv"),
+            "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "
+            "reshard_after_forward=True) stages under {schedule}",
+            f"measured with {_TORCH}: after one step of the exported script the stage whose W runs after a later "
+            "micro-batch's work has no gradients (tests/engines/test_torch_script.py keeps checking it)"),)),
+}
+assert tuple(TABLE) == FRAMEWORK_NAMES
+
+
+def framework(key: str) -> Framework:
+    return TABLE[key]
+
+
+def which(t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None) -> list[tuple[str, ...]]:
+    """Per candidate, the frameworks (keys) that run it."""
+    masks = {k: f.runs(t, p, zero, schedule, sp, recompute, offload, kv_heads) for k, f in TABLE.items()}
+    rows = np.stack([masks[k] for k in TABLE], axis=1) if masks else np.zeros((0, 0), bool)
+    names = tuple(TABLE)
+    cache: dict[bytes, tuple[str, ...]] = {}
+    out = []
+    for row in rows:
+        key = row.tobytes()
+        if key not in cache:
+            cache[key] = tuple(n for n, ok in zip(names, row, strict=True) if ok)
+        out.append(cache[key])
+    return out
