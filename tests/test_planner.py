@@ -152,9 +152,10 @@ def test_infeasible_candidates_say_why():
     assert tags == {"batch does not divide", "batch smaller than d", "m < p", "TP crosses servers", "does not fit",
                     "not simulated", "too many chunks", "t does not divide the heads", "more stages than layers",
                     "no framework runs it"}
-    nobody = f[f["frameworks"].map(len) == 0]  # e.g. zb-h1 with ZeRO-1 and t > 1: no framework has it
-    assert len(nobody) and all(any(r.startswith("no framework runs it: Megatron-LM has no") for r in rs)
-                               for rs in nobody["reasons"])
+    nobody = f[(f["frameworks"].map(len) == 0) & f["reasons"].map(lambda rs: "no framework" in " ".join(rs))]
+    assert len(nobody) and any(r.startswith("no framework runs it: Megatron-LM has no zb-h1 schedule (it runs 1f1b or "
+                                            "interleaved); DeepSpeed has no zb-h1 schedule (it runs 1f1b); PyTorch")
+                               for rs in nobody["reasons"] for r in rs)
     crossing = f[f["t"] > 8]
     assert len(crossing) and all(any("TP crosses servers" in r for r in rs) for rs in crossing["reasons"])
     short = f[(f["p"] == 32) & (f["d"] == 8) & (f["micro_batch_size"] == 1)]

@@ -178,7 +178,7 @@ def _excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: fl
              "offload": q.searched("offload")[0]}
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
-               "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n,
+               "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n, "frameworks": [()] * n,
                **{k: [x] * n for k, x in first.items()}}
     out = pd.DataFrame({k: values.get(k, np.nan) for k in COLUMNS}, index=range(n))
     return out.astype({k: frame[k].dtype for k in _EMPTY_DTYPES})
