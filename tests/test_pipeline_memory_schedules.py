@@ -188,3 +188,18 @@ def test_cli_json_reports_peak_activation_and_formula_conditions():
                           "--tf", "1", "--tb", "1", "--tw", "1", "--json"], capture_output=True, text=True, timeout=120)
     data = json.loads(out.stdout)
     assert data["peak_activation"] == [4, 4, 4, 4] and data["formula_conditions"] == "T_F = T_B = T_W and m >= 2p-1"
+
+
+@pytest.mark.parametrize("schedule", ["v-half", "v-min"])
+@pytest.mark.parametrize("p,m", [(2, 2), (3, 5), (4, 8), (8, 32)])
+def test_pytorch_accepts_the_v_schedules_action_tables(schedule, p, m):
+    """PyTorch's own checks of a loaded action table: every action once and in order (_validate_schedule),
+    then its sends and receives added and played through without deadlock (_simulate_comms_compute)."""
+    torch_schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    s = run(schedule, p, m).schedule
+    actions = {rank: [torch_schedules._Action.from_str(a) for a in row]
+               for rank, row in enumerate(csv.reader(io.StringIO(pytorch_actions_csv(s))))}
+    torch_schedules._validate_schedule(actions, p, s.num_stages, m)
+    rank_of = {int(s.stage_map[d, c]): d for d in range(p) for c in range(2)}
+    with_comms = torch_schedules._add_send_recv(actions, rank_of.__getitem__, s.num_stages)
+    torch_schedules._simulate_comms_compute(with_comms, rank_of.__getitem__, s.num_stages)

@@ -257,16 +257,11 @@ def _final_order(t: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     idx = np.concatenate([np.arange(m)] * 4 + [np.arange(2 * m)])
     o = np.argsort(slot, kind="stable")
     typ, idx = typ[o], idx[o]
-    # Which chunk each W serves: the second chunk's queue (fed by I1) first, else the first chunk's.
-    w_chunk = np.empty(2 * m, dtype=np.int32)
-    pending1 = k = 0
-    for ty in typ.tolist():
-        if ty == I1:
-            pending1 += 1
-        elif ty == WW:
-            if pending1:
-                w_chunk[k], pending1 = 1, pending1 - 1
-            else:
-                w_chunk[k] = 0
-            k += 1
+    # Which chunk each W serves: the second chunk's queue (fed by I1) first, else the first chunk's. The W's
+    # served to the second chunk follow D(j) = min(D(j-1) + W at j, I1's before j), unrolled as in _implicit.
+    is_w = typ == WW
+    i1_before = np.cumsum(typ == I1) - (typ == I1)
+    n_w = np.cumsum(is_w)
+    served = n_w + np.minimum(0, np.minimum.accumulate(i1_before - n_w))
+    w_chunk = (np.diff(served, prepend=0)[is_w] > 0).astype(np.int32)
     return typ, idx, w_chunk
