@@ -43,9 +43,10 @@ else:
 v["unit"] = spec_input(zp.PAGE["unit"], container=row[2], widget="radio", horizontal=True)
 v["act"] = spec_input(zp.PAGE["act"], container=row[3])
 
-with st.expander("Optimizer, precision and the t x p split"):
+with st.expander("Optimizer, precision, the t x p split and experts"):
     cols = st.columns(4)
-    for i, key in enumerate(("optimizer", "precision", "k", "t", "p", "split", "embedding")):
+    experts = ("expert_params", "ep") if v["model"] == "custom" else ("ep",)
+    for i, key in enumerate(("optimizer", "precision", "k", "t", "p", "split", "embedding", *experts)):
         v[key] = spec_input(ZERO[key], container=cols[i % 4])
 with st.expander("Offload, reserve and cluster"):
     cols = st.columns(4)
@@ -85,6 +86,7 @@ with tabs[4]:
 zero = {k: v[k] for k in ZERO if k in v}
 if v["model"] != "custom":
     zero["params"] = zv.preset_params(v["model"])
+    zero["expert_params"] = zv.preset_expert_params(v["model"])
 if v["gpu"] != "custom":
     zero.update(zv.preset_gpu(v["gpu"]))
 unit = v["unit"]
@@ -104,6 +106,8 @@ with main:
     bpp = rep.bytes_per_param
     if v["model"] != "custom":
         st.caption(zv.preset_note(v["model"]))
+        if zv.preset_moe_note(v["model"]):
+            st.info(zv.preset_moe_note(v["model"]), icon=":material/hub:")
     st.caption(
         f"Psi = {q.params:,} parameters; t = {q.t}, p = {q.p} ({q.split} split) leaves {rep.psi_rank:,.0f} per "
         f"GPU before ZeRO. Bytes per parameter ({bpp.label}): parameters {bpp.param_bytes:g}, gradients "

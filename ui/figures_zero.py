@@ -24,6 +24,8 @@ COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "work
 STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
 PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
          ("working", "gathered layer (offloaded params)"), ("activations", "activations"))
+EXPERT_PARTS = (("expert_params", "params", "expert parameters"), ("expert_grads", "grads", "expert gradients"),
+                ("expert_optimizer", "optimizer", "expert optimizer state"))  # hatched, in their dense colour
 UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
 
 
@@ -73,6 +75,13 @@ def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str 
             continue
         fig.add_bar(x=labels, y=to_unit(values, unit), name=name, marker={"color": COLORS[field], "opacity": opacity},
                     hovertemplate=f"%{{x}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
+    for field, colour, name in EXPERT_PARTS:
+        values = np.array([getattr(b, field) for b in bars])
+        if values.any():
+            fig.add_bar(x=labels, y=to_unit(values, unit), name=name,
+                        marker={"color": COLORS[colour], "opacity": opacity,
+                                "pattern": {"shape": "/", "fgcolor": "#ffffff", "solidity": 0.35}},
+                        hovertemplate=f"%{{x}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
     fig.add_hline(y=to_unit(gpu_bytes, unit), line={"color": COLORS["gpu"], "width": 3},
                   annotation_text=f"GPU memory {to_unit(gpu_bytes, unit):,.1f} {unit}",
                   annotation_position="top right")
@@ -155,7 +164,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
         rows.append({
             "stage": b.label, "ZeRO paper": PAPER_NAMES[STAGE_KEYS.index(b.key)], "offload": b.offload,
             "params [bytes]": b.params, "grads [bytes]": b.grads,
-            "optimizer [bytes]": b.optimizer, "gathered layer [bytes]": b.working,
+            "optimizer [bytes]": b.optimizer, "expert states [bytes]": b.expert_params + b.expert_grads
+            + b.expert_optimizer, "gathered layer [bytes]": b.working,
             "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
             "CPU per node [bytes]": b.cpu_per_node, "NVMe per node [bytes]": b.nvme_per_node,
             "NVMe time per step [s]": r["nvme_seconds"], "headroom [bytes]": b.headroom,
@@ -167,7 +177,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
               "DeepSpeed CPU per node [bytes]": r.get("deepspeed_cpu_per_node", np.nan)}
              if any("deepspeed_gpu" in x for x in stages.values()) else {}))
     frame = pd.DataFrame(rows)
-    unused = [c for c in ("gathered layer [bytes]", "activations [bytes]", "CPU per node [bytes]",
+    unused = [c for c in ("expert states [bytes]", "gathered layer [bytes]", "activations [bytes]",
+                          "CPU per node [bytes]",
                           "NVMe per node [bytes]", "NVMe time per step [s]") if not frame[c].any()]
     return units.frame_in(frame.drop(columns=unused), unit)
 

@@ -56,7 +56,10 @@ def _human(report: zero_report.ZeroReport) -> str:
     split = f"split {q.split}" + (f", embedding {q.embedding:,.0f}" if q.split != "even" else "")
     lines = [
         f"Model states per GPU: Psi = {q.params:,.0f} parameters; t = {q.t}, p = {q.p} ({split}) -> "
-        f"{report.psi_rank:,.0f} per rank; N_d = {q.nd:,}",
+        f"{report.psi_rank:,.0f} per rank; N_d = {q.nd:,}"
+        + (f"\nRouted experts: {q.expert_params:,.0f} of Psi over ep = {q.ep} -> {report.expert_rank:,.0f} per rank, "
+           f"ZeRO over N_d / ep = {q.nd // q.ep:,} ranks (params/grads/optim columns: the dense part)"
+           if report.expert_rank else ""),
         f"Bytes per parameter ({bpp.label}): params {bpp.param_bytes:g}, grads {bpp.grad_bytes:g}, "
         f"optimizer K = {bpp.k:g}",
         f"Units: GB = 1e9 bytes, GiB = 2^30 bytes. Usable per GPU: {_gb(report.usable)} GB of {q.gpu_mem:g} GB.",
@@ -64,6 +67,8 @@ def _human(report: zero_report.ZeroReport) -> str:
     ]
     headers = ["stage", "params GB", "grads GB", "optim GB", "total GB", "total GiB", "vs DP", "comm/step",
                "smallest N_d", f"fits {q.gpu_mem:g} GB", "headroom GB"]
+    if report.expert_rank:
+        headers[4:4] = ["experts GB"]
     offload = any(r["offload"] != "none" for r in report.stages.values())
     nvme = any(r["offload"] == "nvme" for r in report.stages.values())
     if offload:
@@ -80,6 +85,8 @@ def _human(report: zero_report.ZeroReport) -> str:
                _gb(r["optimizer"]), _gb(r["total"]), f"{r['total'] / GIB:,.2f}", f"{r['reduction_vs_dp']:.1f}x",
                f"{r['comm_psi']:g} Psi = {_gb(r['comm_bytes'])} GB", need, "yes" if r["fits"] else "no"]
         row.append(_gb(r["headroom"]))
+        if report.expert_rank:
+            row[4:4] = [_gb(r["expert_total"])]
         if offload:
             row[-2:-2] = [_gb(r["gpu"]), _gb(r["cpu_per_node"])]
         if nvme:

@@ -104,3 +104,22 @@ def largest_expert_layer(model, ep=1, etp=1) -> float:
 def experts_per_gpu(model, ep) -> int:
     """Routed experts of each MoE layer one GPU holds (E / ep)."""
     return math.ceil(model.moe.experts / ep) if model.is_moe else 0
+
+
+def min_nd(dense_rank, expert_rank, ep, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0,
+           other_bytes=0.0) -> float:
+    """Smallest N_d (a multiple of ep) at which dense states sharded over N_d plus expert states sharded over
+    N_d / ep fit in `usable`; inf when the replicated parts alone do not fit. expert_rank: experts on one GPU.
+    From  R (D + E) + S (D + E ep) / N_d + other <= usable, R and S the stage's replicated and sharded bytes."""
+    from core.memory.states import split_coefficients
+
+    replicated, sharded = (float(x) for x in split_coefficients(stage, k, param_bytes, grad_bytes))
+    ep = int(validate.number("ep", ep, 1, MAX_ND, integer=True))
+    room = float(usable) - float(other_bytes) - replicated * (dense_rank + expert_rank)
+    need = sharded * (dense_rank + expert_rank * ep)
+    if need <= 0:
+        return float(ep) if room >= 0 else math.inf
+    if room <= 0:
+        return math.inf
+    nd = max(ep, math.ceil(need / room / ep - 1e-12) * ep)
+    return float(nd) if nd <= MAX_ND else math.inf

@@ -122,3 +122,14 @@ def matmul_params_per_layer(model):
         total += moe_layers * ((moe.top_k + moe.shared) * mlp_params(h, moe.expert_ffn or f, model.swiglu)
                                + h * moe.experts)
     return total / L
+
+
+def largest_layer_params(model):
+    """Matmul weights of the largest layer (an FSDP unit): a MoE layer holds all its experts and the router."""
+    h, f = float(model.hidden), float(model.ffn)
+    moe = getattr(model, "moe", None)
+    dense = attention_params(model, with_bias=False) + mlp_params(h, f, model.swiglu)
+    if not moe:
+        return dense
+    expert = mlp_params(h, moe.expert_ffn or f, model.swiglu)
+    return max(dense, attention_params(model, with_bias=False) + (moe.experts + moe.shared) * expert + h * moe.experts)

@@ -75,6 +75,13 @@ ZERO = table(
     Spec("nvme_bw", "float", 25.0, 0.01, 1e4, label="NVMe bandwidth per node", unit="GB/s (1e9 B/s)",
          help="Sequential read/write of the node's striped drives, shared by its GPUs (about 6 GB/s per PCIe 4 "
               "drive, four drives); sets the nvme offload's time per step."),
+    Spec("expert_params", "int", 0, 0, MAX_PSI, label="Routed-expert parameters", unit="parameters",
+         help="Mixture of experts: the part of Psi in routed experts (0 = a dense model). Expert parallelism "
+              "spreads it over ep ranks; the rest is sharded as before."),
+    Spec("ep", "int", 1, 1, MAX_ND, label="Expert-parallel degree ep",
+         help="Each GPU holds 1/ep of every MoE layer's routed experts; ep divides N_d (Megatron folds it into "
+              "the data-parallel ranks), and ZeRO shards the experts' states over the N_d / ep ranks holding "
+              "the same experts."),
     Spec("largest_layer", "int", 0, 0, MAX_PSI, label="Largest layer", unit="parameters",
          help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
               "so does ZeRO-Infinity when the parameters are offloaded."),
@@ -173,6 +180,8 @@ class ZeroParams:
     nvme_tb: float = ZERO["nvme_tb"].default
     nvme_bw: float = ZERO["nvme_bw"].default
     largest_layer: int = ZERO["largest_layer"].default
+    expert_params: int = ZERO["expert_params"].default
+    ep: int = ZERO["ep"].default
     deepspeed: bool = ZERO["deepspeed"].default
     deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
 

@@ -51,7 +51,7 @@ CUSTOM = table(
     _paper_default(ACTIVATIONS["vocab"], "vocab"),
     FSDP["block_params"],
 )
-ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v")))
+ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")))
 WRAP = table(FSDP["min_params"], FSDP["prefetch"])
 DEMO = table(
     replace(EQUIVALENCE["ranks"], hi=16),

@@ -15,7 +15,7 @@ import pandas as pd
 
 from core.cost import comm
 from core.errors import InputError
-from core.memory import activations, deepspeed_estimate, fit
+from core.memory import activations, deepspeed_estimate, experts, fit
 from core.memory import states as memory
 from core.memory.offload import PARAM_OFFLOADS, nvme_traffic, placement, supported
 from core.model import counts, presets
@@ -32,10 +32,11 @@ CURVE_ND_MAX = 1 << 16
 @dataclass(frozen=True)
 class ZeroReport:
     inputs: ZeroParams
-    psi_rank: float  # parameters per GPU before ZeRO (after the t x p split, most loaded stage)
+    psi_rank: float  # parameters per GPU before ZeRO (after the t x p split, most loaded stage; dense part)
     bytes_per_param: memory.BytesPerParam
     usable: float  # bytes per GPU for model states (and activations, which this report leaves out)
     stages: dict[str, dict]  # STAGE_KEYS -> row
+    expert_rank: float = 0.0  # routed-expert parameters per GPU (/ t p ep); their ZeRO group is N_d / ep
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"key": k} | row for k, row in self.stages.items()])
@@ -56,16 +57,47 @@ def selected_stages(stage: str) -> tuple[int, ...]:
     return tuple(range(4)) if stage == "all" else (int(stage),)
 
 
+def _check_experts(q: ZeroParams) -> None:
+    if q.expert_params >= q.params:
+        raise InputError(f"expert_params: {q.expert_params:,} must be less than Psi = {q.params:,} (attention, "
+                         "embeddings and norms are not experts)")
+    if q.ep > 1 and not q.expert_params:
+        raise InputError(f"ep = {q.ep}: expert parallelism needs routed-expert parameters (expert_params > 0)")
+    if q.nd % q.ep:
+        raise InputError(f"ep = {q.ep} must divide N_d = {q.nd} (Megatron folds expert parallelism into the "
+                         "data-parallel ranks)")
+    if q.split == "embedding-on-ends" and q.embedding > q.params - q.expert_params:
+        raise InputError("embedding: cannot exceed the dense parameters Psi - expert_params")
+
+
+def _expert_part(q: ZeroParams, expert_rank: float, stage: int, mode: str, kw: dict) -> dict[str, float]:
+    """One stage's routed-expert states on one GPU (sharded over N_d / ep), placed like the dense ones."""
+    if not expert_rank:
+        return {c: 0.0 for c in (*memory.COMPONENTS, "total", "gpu", "cpu_per_node", "nvme_per_node")}
+    group = q.nd // q.ep
+    states = memory.model_states(expert_rank, group, stage, **kw)
+    placed = placement(expert_rank, group, stage, mode, **kw)
+    out = {c: float(placed.gpu[c]) for c in memory.COMPONENTS}
+    return out | {"total": float(states.total), "gpu": float(placed.gpu_total),
+                  "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)),
+                  "nvme_per_node": float(placed.nvme_per_node(q.gpus_per_node))}
+
+
 def build(q: ZeroParams) -> ZeroReport:
-    """Per-stage breakdown: components, GPU/CPU placement with offload, communication, fit, smallest N_d."""
+    """Per-stage breakdown: components, GPU/CPU placement with offload, communication, fit, smallest N_d.
+    With routed experts (expert_params > 0) the dense part is split and sharded as before and the experts are
+    divided by t p ep and sharded over N_d / ep (core.memory.experts); `expert_*` columns hold their bytes."""
     fit.check_gpu_count(q.t, q.p, q.nd, q.gpus)
     if q.split == "embedding-on-ends" and not q.embedding:
         raise InputError("embedding: the embedding-on-ends split needs the embedding size (vocabulary x hidden)")
+    _check_experts(q)
     bpp = memory.preset(q.optimizer, q.precision, q.k)
     kw = bpp.kwargs()
-    psi = float(memory.params_per_rank(q.params, q.t, q.p, q.split, q.embedding))
+    psi = float(memory.params_per_rank(q.params - q.expert_params, q.t, q.p, q.split, q.embedding))
+    expert_rank = q.expert_params / (q.t * q.p * q.ep)
     usable = float(fit.usable_bytes(q.gpu_mem, q.reserve, q.reserve_frac))
     dp_total = float(memory.model_states(psi, q.nd, 0, **kw).total)
+    dp_total += _expert_part(q, expert_rank, 0, "none", kw)["total"]
     chosen = selected_stages(q.stage)
     if q.offload != "none" and len(chosen) == 1:
         placement(psi, q.nd, chosen[0], q.offload, **kw)  # raises the clear error for an unsupported pair
@@ -74,24 +106,31 @@ def build(q: ZeroParams) -> ZeroReport:
         states = memory.model_states(psi, q.nd, s, **kw)
         mode = supported(q.offload, s)
         placed = placement(psi, q.nd, s, mode, largest_layer=per_rank_layer(q), **kw)
+        ex = _expert_part(q, expert_rank, s, mode, kw)
         sent = float(comm.zero_comm_bytes(psi, q.nd, s, bpp.param_bytes))
-        gpu = float(placed.gpu_total)
-        need = float(fit.min_nd(psi, s, usable, **kw)) if mode == "none" else float("nan")
-        nvme = float(placed.nvme_per_node(q.gpus_per_node))
+        if expert_rank:
+            sent += float(comm.zero_comm_bytes(expert_rank, q.nd // q.ep, s, bpp.param_bytes))
+        gpu = float(placed.gpu_total) + ex["gpu"]
+        need = (float(experts.min_nd(psi, expert_rank, q.ep, s, usable, **kw)) if expert_rank
+                else float(fit.min_nd(psi, s, usable, **kw))) if mode == "none" else float("nan")
+        nvme = float(placed.nvme_per_node(q.gpus_per_node)) + ex["nvme_per_node"]
+        total = float(states.total) + ex["total"]
         row = {
             "params": float(states.params), "grads": float(states.grads), "optimizer": float(states.optimizer),
-            "total": float(states.total), "offload": mode, "gpu": gpu,
-            "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)), "nvme_per_node": nvme,
+            "expert_params": ex["params"], "expert_grads": ex["grads"], "expert_optimizer": ex["optimizer"],
+            "expert_total": ex["total"], "total": total, "offload": mode, "gpu": gpu,
+            "cpu_per_node": float(placed.cpu_per_node(q.gpus_per_node)) + ex["cpu_per_node"], "nvme_per_node": nvme,
             "nvme_fits": bool(nvme <= q.nvme_tb * TB), "nvme_seconds": _nvme_seconds(q, psi, s, mode, bpp),
-            "floor": float(memory.floor_bytes(psi, s, **kw)),
-            "reduction_vs_dp": dp_total / float(states.total),
+            "floor": float(memory.floor_bytes(psi, s, **kw))
+            + float(memory.split_coefficients(s, **kw)[0]) * expert_rank,
+            "reduction_vs_dp": dp_total / total,
             "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent, "comm_seconds": sent / (q.bw * GB),
             "usable": usable, "headroom": usable - gpu, "fits": bool(gpu <= usable), "smallest_nd": need,
         }
         if q.deepspeed and s in (2, 3):
             row |= _deepspeed(q, s)
         stages[memory.STAGE_KEYS[s]] = row
-    return ZeroReport(q, psi, bpp, usable, stages)
+    return ZeroReport(q, psi, bpp, usable, stages, expert_rank)
 
 
 def _nvme_seconds(q: ZeroParams, psi: float, stage: int, mode: str, bpp: memory.BytesPerParam) -> float:
@@ -139,7 +178,7 @@ class Shape:
 
 def preset_shape(key: str) -> Shape:
     m = presets.model(key)
-    block = float(counts.layer_matmul_params(m.hidden, m.heads, m.kv_heads, m.ffn, m.swiglu))
+    block = counts.largest_layer_params(m)
     return Shape(m.hidden, m.heads, m.layers, m.seq, m.vocab, block)
 
 
@@ -152,6 +191,22 @@ def preset_note(key: str) -> str:
 
 def preset_params(key: str) -> int:
     return ZERO["params"].parse(presets.model(key).params)
+
+
+def preset_expert_params(key: str) -> int:
+    """A preset's routed-expert parameters (0 for a dense model), scaled like its total (core.model.config)."""
+    return ZERO["expert_params"].parse(round(presets.model(key).expert_params))
+
+
+def preset_moe_note(key: str) -> str:
+    """Total against active parameters of a mixture-of-experts preset ('' for a dense one)."""
+    m = presets.model(key)
+    if not m.is_moe:
+        return ""
+    return (f"Mixture of experts: {m.params / 1e9:,.1f}B parameters in total, {m.params_active / 1e9:,.1f}B active "
+            f"per token ({m.moe.top_k} of {m.moe.experts} routed experts{' + shared' if m.moe.shared else ''} in "
+            f"{m.moe_layers} of {m.layers} layers); {m.expert_params / 1e9:,.1f}B are routed experts, spread over "
+            "ep GPUs.")
 
 
 def preset_gpu(key: str) -> dict:
@@ -168,6 +223,7 @@ class ActInputs:
     schedule: str
     m: int
     v: int
+    cp: int = 1  # context parallelism: every activation term / cp
 
 
 @dataclass(frozen=True)
@@ -189,6 +245,9 @@ class StageBar:
     headroom: float = 0.0  # usable bytes left after everything above (negative: short by that much)
     nvme_per_node: float = 0.0  # the nvme offload's bytes on each node's drives
     title: str = ""  # 'ZeRO-1 (P_os)': the stage with the ZeRO paper's name
+    expert_params: float = 0.0  # routed experts' share of params / grads / optimizer (included in `total`)
+    expert_grads: float = 0.0
+    expert_optimizer: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -221,7 +280,7 @@ def _activations(q: ZeroParams, shape: Shape, a: ActInputs) -> ActInfo:
                          "left without activations")
     inflight = peak_inflight(a.schedule, q.p, a.m, a.v)
     rep = activations.report(shape.seq, a.mb, shape.hidden, shape.heads, shape.layers, q.p, inflight, q.t,
-                             a.sequence_parallel, a.recompute, shape.vocab)
+                             a.sequence_parallel, a.recompute, shape.vocab, cp=a.cp)
     return ActInfo(a.schedule, q.p, a.m, a.v, inflight, rep)
 
 
@@ -252,19 +311,41 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
     for s, key in enumerate(memory.STAGE_KEYS):
         mode = supported(q.offload, s)
         placed = placement(rep.psi_rank, q.nd, s, mode, largest_layer=layer, **kw)
-        both = fit.together(placed.gpu_total, acts, rep.usable)
-        need = float(fit.min_nd(rep.psi_rank, s, rep.usable, other_bytes=acts, **kw)) if mode == "none" else np.nan
+        ex = _expert_part(q, rep.expert_rank, s, mode, kw)
+        both = fit.together(float(placed.gpu_total) + ex["gpu"], acts, rep.usable)
+        if mode != "none":
+            need = np.nan
+        elif rep.expert_rank:
+            need = experts.min_nd(rep.psi_rank, rep.expert_rank, q.ep, s, rep.usable, other_bytes=acts, **kw)
+        else:
+            need = float(fit.min_nd(rep.psi_rank, s, rep.usable, other_bytes=acts, **kw))
         bars.append(StageBar(key, memory.STAGE_LABELS[s], mode, float(placed.gpu["params"]),
                              float(placed.gpu["grads"]), float(placed.gpu["optimizer"]), float(placed.working),
-                             acts, float(placed.cpu_per_node(q.gpus_per_node)), both["total"], both["fits"], need,
-                             rep.usable - both["total"], float(placed.nvme_per_node(q.gpus_per_node)),
-                             memory.stage_title(s)))
+                             acts, float(placed.cpu_per_node(q.gpus_per_node)) + ex["cpu_per_node"], both["total"],
+                             both["fits"], need, rep.usable - both["total"],
+                             float(placed.nvme_per_node(q.gpus_per_node)) + ex["nvme_per_node"],
+                             memory.stage_title(s), ex["params"], ex["grads"], ex["optimizer"]))
     nds = sorted({*TABLE1_ND, q.nd})
+    if rep.expert_rank:
+        notes.append(f"Mixture of experts: {q.expert_params:,} routed-expert parameters over ep = {q.ep} "
+                     f"({rep.expert_rank:,.0f} per GPU, ZeRO over N_d / ep = {q.nd // q.ep} ranks) are drawn "
+                     "hatched; the curve adds them, Table 1 and the communication table count the dense part.")
     return ZeroView(
         report=rep, bars=tuple(bars), limits=memory.max_reduction(**kw),
-        curve=memory.curve_vs_nd(rep.psi_rank, max(CURVE_ND_MAX, q.nd), 80, **kw),
+        curve=_curve(rep, q, kw),
         table1=memory.table1(rep.psi_rank, nds, **kw),
         comm=comm.zero_comm_table(rep.psi_rank, q.nd, q.bw, rep.bytes_per_param.param_bytes),
         act=info, notes=tuple(notes), gpu_bytes=float(fit.usable_bytes(q.gpu_mem)),
         units_note=comm.volume_units_note(rep.bytes_per_param.param_bytes),
     )
+
+
+def _curve(rep: ZeroReport, q: ZeroParams, kw: dict) -> pd.DataFrame:
+    """Bytes per GPU against N_d for every stage; routed experts add their states sharded over N_d / ep."""
+    curve = memory.curve_vs_nd(rep.psi_rank, max(CURVE_ND_MAX, q.nd), 80, **kw)
+    if rep.expert_rank:
+        group = np.maximum(curve["nd"].to_numpy() / q.ep, 1.0)
+        for s, key in enumerate(memory.STAGE_KEYS):
+            curve[f"{key} [bytes]"] += experts.sharded_states(rep.expert_rank, group, s, **kw).total
+            curve[f"{key} floor [bytes]"] += float(memory.split_coefficients(s, **kw)[0]) * rep.expert_rank
+    return curve
