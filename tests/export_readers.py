@@ -9,7 +9,7 @@ import re
 import shlex
 
 FIELDS = ("t", "p", "d", "schedule", "v", "micro_batch_size", "recompute", "zero_stage", "offload",
-          "sequence_parallel", "global_batch")
+          "sequence_parallel", "global_batch", "cp", "ep")
 
 
 def of_layout(layout) -> dict:
@@ -33,11 +33,13 @@ def _value(ws: list[str], flag: str, default=None):
 def megatron(text: str) -> dict:
     ws = words(text)
     t, p = int(_value(ws, "--tensor-model-parallel-size")), int(_value(ws, "--pipeline-model-parallel-size"))
+    cp, ep = int(_value(ws, "--context-parallel-size", 1)), int(_value(ws, "--expert-model-parallel-size", 1))
     n = int(_value(ws, "--nnodes", 1)) * int(_value(ws, "--nproc-per-node"))
     v = int(_value(ws, "--num-virtual-stages-per-pipeline-rank", 1))
     strategy = _value(ws, "--data-parallel-sharding-strategy")
     zero = {"optim_grads": 2, "optim_grads_params": 3}.get(strategy, 1 if "--use-distributed-optimizer" in ws else 0)
-    return {"t": t, "p": p, "d": n // (t * p), "schedule": None if p == 1 else ("interleaved" if v > 1 else "1f1b"),
+    return {"t": t, "p": p, "d": n // (t * p * cp), "cp": cp, "ep": ep,
+            "schedule": None if p == 1 else ("interleaved" if v > 1 else "1f1b"),
             "v": v, "micro_batch_size": int(_value(ws, "--micro-batch-size")),
             "recompute": _value(ws, "--recompute-granularity", "none"), "zero_stage": zero,
             "offload": "optimizer" if "--optimizer-cpu-offload" in ws else "none",
@@ -59,7 +61,7 @@ def deepspeed(text: str, setup: str) -> dict:
         "activation_checkpoint_interval") == 1)
     return {"t": t, "p": p, "d": d, "schedule": None if p == 1 else "1f1b", "v": 1, "micro_batch_size": b,
             "recompute": "full" if full else "none", "zero_stage": zero["stage"], "offload": offload,
-            "sequence_parallel": False, "global_batch": cfg["train_batch_size"]}
+            "sequence_parallel": False, "global_batch": cfg["train_batch_size"], "cp": 1, "ep": 1}
 
 
 CLASSES = {"ScheduleGPipe": "gpipe", "Schedule1F1B": "1f1b", "ScheduleInterleaved1F1B": "interleaved",
@@ -90,4 +92,5 @@ def torch_script(text: str) -> dict:
     return {"t": const["T"], "p": p, "d": const["D"], "schedule": schedule, "v": v,
             "micro_batch_size": const["MICRO_BATCH"], "recompute": const["RECOMPUTE"], "zero_stage": const["ZERO"],
             "offload": const["OFFLOAD"], "sequence_parallel": "SequenceParallel()" in text,
+            "cp": const.get("CP", 1), "ep": 1,
             "global_batch": const["MICRO_BATCH"] * const["MICROBATCHES"] * const["D"]}

@@ -44,6 +44,16 @@ def layouts():
         out.append(Layout(model=gpt3, gpu=v100, t=4, p=8, d=2, global_batch=64, schedule=schedule, v=v,
                           precision="fp16", zero_stage=zero))
     out.append(Layout(model=gpt3, gpu=h100, t=1, p=1, d=4, global_batch=8, zero_stage=0))   # one server
+    # Context and expert parallelism, FP8, MoE and latent attention (issue 12): published and synthetic.
+    out.append(from_published("llama3-405b", which=1, zero_stage=1))  # Llama 3's 128K stage, CP 16
+    out.append(from_published("deepseek-v3", schedule="1f1b", v=1))    # EP 64, FP8, MLA, 3 dense layers
+    mixtral = presets.model("mixtral-8x7b")
+    for cp, ep, zero, precision in itertools.product((1, 2), (1, 8), (1, 3), ("bf16", "fp8")):
+        out.append(Layout(model=mixtral, gpu=h100, t=1, p=1, d=8, global_batch=64, cp=cp, ep=ep, zero_stage=zero,
+                          precision=precision))
+    for cp, sp, zero in itertools.product((2, 4), (False, True), (1, 3)):
+        out.append(Layout(model=llama, gpu=h100, t=2, p=2 if zero == 1 else 1, d=2, cp=cp, global_batch=32,
+                          zero_stage=zero, sequence_parallel=sp))
     return out
 
 

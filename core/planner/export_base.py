@@ -63,20 +63,18 @@ def refusal(layout: Layout, key: str) -> Export | None:
 def framework_refusals(layout: Layout, key: str) -> list[str]:
     return frameworks.framework(key).refusals(layout.t, layout.p, layout.zero_stage, layout.schedule,
                                               layout.sequence_parallel, layout.recompute, layout.offload,
-                                              kv_heads=layout.model.kv_heads) + not_exported(layout)
+                                              kv_heads=layout.model.kv_heads, cp=layout.cp, ep=layout.ep,
+                                              fp8=layout.precision == "fp8",
+                                              moe=layout.model.is_moe or layout.model.mla is not None) \
+        + _model_refusals(layout, key)
 
 
-def not_exported(layout: Layout) -> list[str]:
-    """What the exporters do not write yet, for every framework (the planner does not search these either)."""
-    out = []
-    if layout.cp > 1 or layout.ep > 1:
-        out.append(f"context parallelism (cp = {layout.cp}) and expert parallelism (ep = {layout.ep}) are not "
-                   "exported yet")
-    if layout.model.is_moe or layout.model.mla is not None:
-        out.append(f"{layout.model.name}'s mixture-of-experts / latent attention blocks are not exported yet")
-    if layout.precision == "fp8":
-        out.append("fp8 training is not exported yet (only bf16 and fp16)")
-    return out
+def _model_refusals(layout: Layout, key: str) -> list[str]:
+    """What a framework's export cannot write for this particular model (beyond the capability table)."""
+    if key == "torch" and layout.cp > 1 and layout.model.position == "alibi":
+        return ["the exported script builds ALiBi biases for the whole sequence; under context parallelism each "
+                "rank holds a shard of it (not generated)"]
+    return []
 
 
 def launch(layout: Layout) -> tuple[list[str], list[str]]:

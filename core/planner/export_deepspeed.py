@@ -70,6 +70,11 @@ def deepspeed_config(layout: Layout) -> tuple[dict, list[str]]:
                                            "activation_checkpointing section configures it)."))
     if layout.offload == "optimizer+params":
         notes.append("offload_param is valid with ZeRO stage 3 only (DeepSpeed docs).")
+    if layout.model.is_moe or layout.model.mla is not None:
+        notes.append(f"{layout.model.name}'s mixture-of-experts / latent-attention blocks are your model code (e.g. "
+                     "deepspeed.moe.layer.MoE with ep_size=1: every GPU holds all experts); the JSON config does "
+                     "not describe the model. Expert parallelism (ep > 1), context parallelism and FP8 are not "
+                     "expressible in it: rank with framework megatron for those.")
     return cfg, notes
 
 

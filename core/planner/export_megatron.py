@@ -52,6 +52,7 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
           "--num-attention-heads", str(m.heads)]
     if m.kv_heads < m.heads:
         a += ["--group-query-attention", "--num-query-groups", str(m.kv_heads)]
+    a += _latent_attention(layout) + _experts(layout, notes) + _context(layout, notes)
     a += ["--seq-length", str(m.seq), "--max-position-embeddings", str(m.seq)]
     if m.position == "rope":
         a += ["--position-embedding-type", "rope"]
@@ -77,15 +78,82 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
         a += ["--recompute-granularity", "selective"]
     a += _sharding(layout, notes)
     a.append("--bf16" if layout.half == "bf16" else "--fp16")
+    a += _fp8(layout, notes)
     a += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(m.vocab),
           "--train-iters", "100", "--lr", "1.0e-4"]
-    notes.append(f"d = {layout.d} is what Megatron derives: world size {layout.n_gpus} / (t x p = {t * p}); it then "
-                 f"runs {layout.grad_accum_steps} micro-batches per step (global batch / (micro-batch x d)).")
+    notes.append(f"d = {layout.d} is what Megatron derives: world size {layout.n_gpus} / (t x p x cp = "
+                 f"{t * p * layout.cp}); it then runs {layout.grad_accum_steps} micro-batches per step (global batch / "
+                 "(micro-batch x d)).")
     notes.append("--mock-data with NullTokenizer makes this a runnable throughput test; swap in --data-path and your "
                  f"tokenizer to train. Megatron pads the vocabulary to a multiple of 128 x t = {128 * t}.")
     if t > 1 and "--use-megatron-fsdp" not in a:
         notes.append("Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (before Blackwell).")
     return a, notes
+
+
+def _runs(values: list[int]) -> str:
+    """A layer pattern as Megatron's --moe-layer-freq Python list expression, run-length encoded: ([0]*3+[1]*58)."""
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        parts.append(f"[{values[i]}]*{j - i}")
+        i = j
+    return "(" + "+".join(parts) + ")"
+
+
+def _latent_attention(layout: Layout) -> list[str]:
+    mla = layout.model.mla
+    if mla is None:
+        return []
+    out = ["--multi-latent-attention", "--kv-lora-rank", str(mla.kv_lora_rank), "--qk-head-dim", str(mla.qk_head_dim),
+           "--qk-pos-emb-head-dim", str(mla.qk_rope_dim), "--v-head-dim", str(mla.v_head_dim)]
+    return (["--q-lora-rank", str(mla.q_lora_rank)] if mla.q_lora_rank else []) + out
+
+
+def _experts(layout: Layout, notes: list[str]) -> list[str]:
+    m = layout.model
+    if not m.is_moe:
+        return []
+    moe, width = m.moe, m.moe.expert_ffn or m.ffn
+    out = ["--num-experts", str(moe.experts), "--moe-router-topk", str(moe.top_k), "--moe-ffn-hidden-size", str(width),
+           "--expert-model-parallel-size", str(layout.ep), "--expert-tensor-parallel-size", str(layout.etp),
+           "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+    if moe.shared:
+        out += ["--moe-shared-expert-intermediate-size", str(moe.shared * width)]
+    dense, n_moe = moe.layer_counts(m.layers)
+    if dense:
+        pattern = [int(i >= moe.first_dense and (i - moe.first_dense) % moe.every == 0) for i in range(m.layers)]
+        out += ["--moe-layer-freq", _runs(pattern)]
+    notes.append(f"{moe.experts} experts over ep = {layout.ep}: {moe.experts // layout.ep} per GPU in each of the "
+                 f"{n_moe} MoE layers; expert tensor parallelism {layout.etp}; dropless routing (no capacity factor), "
+                 "all-to-all dispatch.")
+    return out
+
+
+def _context(layout: Layout, notes: list[str]) -> list[str]:
+    if layout.cp == 1:
+        return []
+    notes.append(f"Context parallelism: each {layout.model.seq:,}-token sequence over cp = {layout.cp} ranks "
+                 f"({layout.model.seq // layout.cp:,} tokens each), K/V passed in a ring (p2p); Megatron needs the "
+                 "sequence divisible by 2 x cp and Transformer Engine attention.")
+    return ["--context-parallel-size", str(layout.cp), "--cp-comm-type", "p2p"]
+
+
+def _fp8(layout: Layout, notes: list[str]) -> list[str]:
+    if layout.precision != "fp8":
+        return []
+    out = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
+    if layout.zero_stage >= 1:
+        out.append("--fp8-param-gather")
+        notes.append("FP8: Transformer Engine GEMMs (E4M3 forward, E5M2 gradients, delayed scaling) with FP8 primary "
+                     "weights (--fp8-param-gather), the planner's 1-byte GEMM weights; master weights and Adam "
+                     "moments stay FP32. DeepSeek-V3's recipe is --fp8-format e4m3 --fp8-recipe blockwise.")
+    else:
+        notes.append("FP8 GEMMs with BF16 weights: --fp8-param-gather needs the distributed optimizer, so the "
+                     "weights stay 2 bytes here (the planner counts FP8 primary weights at 1 byte).")
+    return out
 
 
 def _sharding(layout: Layout, notes: list[str]) -> list[str]:
@@ -131,6 +199,7 @@ def megatron_export(layout: Layout) -> Export:
     args, notes = megatron_args(layout)
     env = "CUDA_DEVICE_MAX_CONNECTIONS=1 " if layout.t > 1 and "--use-megatron-fsdp" not in args else ""
     entry = confirmed()["megatron"]["entry"]
-    head = (f"# Megatron-LM {layout.model.name}: t={layout.t} p={layout.p} d={layout.d} on {layout.n_gpus} GPUs, "
-            f"{layout.schedule if layout.p > 1 else 'no pipeline'}\n")
+    extra = (f" cp={layout.cp}" if layout.cp > 1 else "") + (f" ep={layout.ep}" if layout.ep > 1 else "")
+    head = (f"# Megatron-LM {layout.model.name}: t={layout.t} p={layout.p} d={layout.d}{extra} on {layout.n_gpus} "
+            f"GPUs, {layout.schedule if layout.p > 1 else 'no pipeline'}\n")
     return Export(head + env + _shell(words + [entry] + args), tuple(launch_notes + notes))

@@ -45,11 +45,19 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
+def angles(s, hd, device):
+    """Rotary angles of positions 0..s-1, one row per position."""
+    inv = 1.0 / (ROPE_THETA ** (torch.arange(0, hd, 2, device=device, dtype=torch.float32) / hd))
+    return torch.outer(torch.arange(s, device=device, dtype=torch.float32), inv).repeat(1, 2)
+
+
+ANGLE = None  # under context parallelism: the rows of this rank's tokens (context_parallel shards it)
+
+
 def rotate(x):
     """Rotary positions (rotate-half form) over the head dimension."""
     s, hd = x.shape[-2], x.shape[-1]
-    inv = 1.0 / (ROPE_THETA ** (torch.arange(0, hd, 2, device=x.device, dtype=torch.float32) / hd))
-    angle = torch.outer(torch.arange(s, device=x.device, dtype=torch.float32), inv).repeat(1, 2)
+    angle = angles(s, hd, x.device) if ANGLE is None else ANGLE
     x1, x2 = x.chunk(2, dim=-1)
     return x * angle.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * angle.sin().to(x.dtype)
 
@@ -151,7 +159,8 @@ def _header(layout: Layout, words: list[str]) -> list[str]:
     how = {0: "DistributedDataParallel", 1: "DDP + ZeroRedundancyOptimizer",
            2: "FSDP2 fully_shard(reshard_after_forward=False)", 3: "FSDP2 fully_shard(reshard_after_forward=True)"}
     return [
-        f'"""{layout.model.name}: t={layout.t} x p={layout.p} x d={layout.d} on {layout.n_gpus} GPUs, {sched}, '
+        f'"""{layout.model.name}: t={layout.t} x p={layout.p} x d={layout.d}'
+        + (f" x cp={layout.cp}" if layout.cp > 1 else "") + f' on {layout.n_gpus} GPUs, {sched}, '
         f"ZeRO-{layout.zero_stage} = {how[layout.zero_stage]},",
         f"micro-batch {layout.micro_batch_size} x {layout.grad_accum_steps} micro-batches per step, recompute "
         f"{layout.recompute}, sequence parallel {'on' if layout.sequence_parallel and layout.t > 1 else 'off'}, "
@@ -178,6 +187,8 @@ def _imports(layout: Layout) -> list[str]:
         out.append(f"from torch.distributed.pipelining import PipelineStage, {cls}" if cls in NATIVE.values() else
                    "from torch.distributed.pipelining import PipelineStage\n"
                    "from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime")
+    if layout.cp > 1:
+        out.append("from torch.distributed.tensor.experimental import context_parallel")
     if t > 1:
         names = ["ColwiseParallel", "RowwiseParallel", "parallelize_module"]
         if layout.sequence_parallel:
@@ -200,6 +211,7 @@ def _constants(layout: Layout) -> list[str]:
         f'{m.tied}, {m.embed_norm}, "{m.position}"',
         "# The layout (the planner's row)",
         f"T, P, D = {layout.t}, {layout.p}, {layout.d}",
+        *([f"CP = {layout.cp}  # context parallelism: each sequence split over CP ranks"] if layout.cp > 1 else []),
         f"MICRO_BATCH, MICROBATCHES = {layout.micro_batch_size}, {layout.grad_accum_steps}  # per data-parallel rank",
         f'ZERO, RECOMPUTE, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", "{layout.offload}"',
         f"DTYPE, LR = torch.{'bfloat16' if layout.half == 'bf16' else 'float16'}, 1e-4",
@@ -217,12 +229,13 @@ def _stage_map(layout: Layout) -> list[list[int]]:
 
 def _main(layout: Layout) -> list[str]:
     z, t, p, sp = layout.zero_stage, layout.t, layout.p, layout.sequence_parallel and layout.t > 1
-    dims = [n for n, x in (("pp", p), ("dp", layout.d), ("tp", t))]
-    shape = ", ".join(str(x) for x in (p, layout.d, t))
+    cp = layout.cp
+    dims = ["pp", "dp", "cp", "tp"] if cp > 1 else ["pp", "dp", "tp"]
+    shape = ", ".join(str(x) for x in ((p, layout.d, cp, t) if cp > 1 else (p, layout.d, t)))
     out = [
         "",
         "def main():",
-        "    global TP_RANK",
+        "    global TP_RANK" + (", ANGLE" if layout.cp > 1 else ""),
         '    device_type, backend = ("cuda", "nccl") if torch.cuda.is_available() else ("cpu", "gloo")',
         '    dist.init_process_group(backend)',
         '    if device_type == "cuda":',
@@ -232,6 +245,10 @@ def _main(layout: Layout) -> list[str]:
         f"    mesh = init_device_mesh(device_type, ({shape}), mesh_dim_names={tuple(dims)!r})",
         '    pp_rank, dp_rank, TP_RANK = (mesh[k].get_local_rank() for k in ("pp", "dp", "tp"))',
     ]
+    if cp > 1:  # gradients and ZeRO shards span the data- and context-parallel ranks (Megatron's dp x cp group)
+        out += ['    dp_mesh = mesh["dp", "cp"]._flatten("dp_cp")']
+    else:
+        out += ['    dp_mesh = mesh["dp"]']
     if p > 1:
         out += [f"    stage_map = {_stage_map(layout)}  # pipeline rank -> its stages",
                 "    stages = stage_map[pp_rank]", f"    n_stages = {p * layout.v}"]
@@ -251,8 +268,8 @@ def _main(layout: Layout) -> list[str]:
             "    mp = MixedPrecisionPolicy(param_dtype=DTYPE, reduce_dtype=torch.float32)",
             "    for part in parts:",
             "        for block in part.layers.values():  # one all-gather / reduce-scatter group per block",
-            f'            fully_shard(block, mesh=mesh["dp"], reshard_after_forward={z == 3}, mp_policy=mp{policy})',
-            f'        fully_shard(part, mesh=mesh["dp"], reshard_after_forward={z == 3}, mp_policy=mp{policy})',
+            f'            fully_shard(block, mesh=dp_mesh, reshard_after_forward={z == 3}, mp_policy=mp{policy})',
+            f'        fully_shard(part, mesh=dp_mesh, reshard_after_forward={z == 3}, mp_policy=mp{policy})',
         ]
     init_device = '"cpu")  # CPUOffloadPolicy keeps the shards on the host' if layout.offload != "none" else "device)"
     out += [
@@ -263,11 +280,11 @@ def _main(layout: Layout) -> list[str]:
         "                module.reset_parameters()",
     ]
     if z <= 1:
-        out += ['    parts = [DDP(part, process_group=mesh["dp"].get_group()) for part in parts]']
+        out += ['    parts = [DDP(part, process_group=dp_mesh.get_group()) for part in parts]']
     params = "[w for part in parts for w in part.parameters()]"
     if z == 1:
         out += [f"    optimizer = ZeroRedundancyOptimizer({params}, optimizer_class=torch.optim.AdamW,",
-                '                                        process_group=mesh["dp"].get_group(), lr=LR)']
+                '                                        process_group=dp_mesh.get_group(), lr=LR)']
     else:
         out += [f"    optimizer = torch.optim.AdamW({params}, lr=LR)"]
     out += [
@@ -276,27 +293,39 @@ def _main(layout: Layout) -> list[str]:
         "    tokens = torch.randint(VOCAB, (MICROBATCHES * MICRO_BATCH, SEQ + 1), generator=generator).to(device)",
         "    inputs, targets = tokens[:, :-1], tokens[:, 1:]",
     ]
+    if cp > 1:
+        out += [
+            "    # Context parallelism: inside the context below SDPA runs as ring attention over the cp ranks, and",
+            "    # these buffers are cut (in place, load-balanced for the causal mask) to this rank's share of tokens.",
+            "    inputs, targets = inputs.contiguous(), targets.contiguous()",
+            "    ANGLE = angles(SEQ, HIDDEN // HEADS, device)",
+        ]
     # DDP computes under autocast; FSDP2's MixedPrecisionPolicy casts the gathered parameters itself.
     autocast = "torch.autocast(device_type, dtype=DTYPE)" if z <= 1 else ""
+    body: list[str] = []
     if p > 1:
-        out += _pipeline_lines(layout, autocast)
+        body += _pipeline_lines(layout, autocast)
     else:
-        out += [
+        body += [
             "    model, losses = parts[0], []",
             "    for i in range(MICROBATCHES):",
             "        batch = slice(i * MICRO_BATCH, (i + 1) * MICRO_BATCH)",
         ]
         step = "loss = loss_fn(model(inputs[batch]), targets[batch]) / MICROBATCHES"
-        out += [f"        with {autocast}:", f"            {step}"] if autocast else [f"        {step}"]
+        body += [f"        with {autocast}:", f"            {step}"] if autocast else [f"        {step}"]
         if z <= 1:
-            out += ["        if i < MICROBATCHES - 1:",
+            body += ["        if i < MICROBATCHES - 1:",
                     "            with model.no_sync():  # DDP: reduce the gradients once, after the last micro-batch",
                     "                loss.backward()",
                     "        else:",
                     "            loss.backward()"]
         else:
-            out += ["        loss.backward()  # FSDP2 reduce-scatters each micro-batch's gradients (sharded)"]
-        out += ["        losses.append(loss.detach() * MICROBATCHES)"]
+            body += ["        loss.backward()  # FSDP2 reduce-scatters each micro-batch's gradients (sharded)"]
+        body += ["        losses.append(loss.detach() * MICROBATCHES)"]
+    if cp > 1:
+        out += ['    with context_parallel(mesh["cp"], buffers=[inputs, targets, ANGLE], buffer_seq_dims=[1, 1, 0]):']
+        body = ["    " + line for line in body]
+    out += body
     out += [
         "    optimizer.step()",
         "    state = optimizer.optim.state if hasattr(optimizer, \"optim\") else optimizer.state",
@@ -399,4 +428,10 @@ def _notes(layout: Layout) -> list[str]:
         notes.append("Tied embeddings stay replicated over the tensor-parallel group (no vocabulary-parallel split).")
     if layout.half == "fp16":
         notes.append("fp16 without loss scaling can underflow; add torch.amp.GradScaler (bf16 needs none).")
+    if layout.cp > 1:
+        notes.append(f"Context parallelism cp = {layout.cp}: torch.distributed.tensor.experimental.context_parallel "
+                     "(experimental) turns scaled_dot_product_attention into ring attention over mesh['cp'] and cuts "
+                     "the token, target and rotary-angle buffers to each rank's load-balanced share; gradients and "
+                     "ZeRO shards span the flattened dp x cp mesh. It needs a CUDA SDPA backend (flash, efficient or "
+                     "cuDNN).")
     return notes

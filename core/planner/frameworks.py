@@ -48,14 +48,29 @@ class Framework:
     kv_replication: bool  # t may exceed (as a multiple of) the key/value heads, which are then replicated
     sources: Mapping[str, str]  # capability -> where it is written
     exclusions: tuple[Exclusion, ...] = ()
+    context_parallel: bool = False  # cp > 1: ring attention over a context-parallel group
+    expert_parallel: bool = False  # ep > 1: routed experts spread over an expert-parallel group
+    fp8: bool = False  # FP8 GEMMs (and FP8 primary weights) from the exported config itself
+    moe_blocks: bool = False  # the export describes mixture-of-experts and latent-attention blocks (or leaves
+    #                           the model to the user's code, as a DeepSpeed config does)
 
     def refusals(self, t: int, p: int, zero: int, schedule: str, sp: bool, recompute: str, offload: str,
-                 cite: bool = True, kv_heads: int | None = None) -> list[str]:
+                 cite: bool = True, kv_heads: int | None = None, cp: int = 1, ep: int = 1, fp8: bool = False,
+                 moe: bool = False) -> list[str]:
         """Why this framework cannot run one layout (empty when it can), each reason with its source."""
         out = []
 
         def say(text: str, source: str) -> None:
             out.append(f"{text} [{self.sources[source]}]" if cite else text)
+
+        if cp > 1 and not self.context_parallel:
+            say(f"{self.label} has no context parallelism (cp = {cp})", "context_parallel")
+        if ep > 1 and not self.expert_parallel:
+            say(f"{self.label}'s export cannot spread experts over ep = {ep} ranks", "expert_parallel")
+        if fp8 and not self.fp8:
+            say(f"{self.label}'s export has no FP8 training switch", "fp8")
+        if moe and not self.moe_blocks:
+            say(f"{self.label}'s export has no mixture-of-experts or latent-attention block", "moe_blocks")
 
         if p > 1 and schedule not in self.schedules:
             say(f"{self.label} has no {schedule} schedule (it runs {_names(self.schedules)})", "schedules")
@@ -91,9 +106,17 @@ class Framework:
                 f"{'yes' if self.sequence_parallel else 'no'}; recompute {_names(self.recompute)}; offload "
                 f"{_names(self.offload)}. Sources in core/planner/frameworks.py.")
 
-    def runs(self, t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None) -> np.ndarray:
+    def runs(self, t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None, cp=1, ep=1,
+             fp8: bool = False, moe: bool = False) -> np.ndarray:
         """Vectorised `not refusals(...)` over candidate arrays (names as strings)."""
         p, zero = np.asarray(p), np.asarray(zero)
+        extra = np.ones(np.shape(p), dtype=bool)
+        if not self.context_parallel:
+            extra &= np.asarray(cp) == 1
+        if not self.expert_parallel:
+            extra &= np.asarray(ep) == 1
+        if (fp8 and not self.fp8) or (moe and not self.moe_blocks):
+            extra &= False
         if kv_heads is not None and not self.kv_replication:
             ok_kv = kv_heads % np.asarray(t) == 0
         else:
@@ -107,7 +130,7 @@ class Framework:
         ok &= np.isin(offload, self.offload)
         for ex in self.exclusions:
             ok &= ~((p > 1) & np.isin(zero, ex.zero) & np.isin(schedule, ex.schedules))
-        return ok & ok_kv
+        return ok & ok_kv & extra
 
 
 def _names(values) -> str:
@@ -143,7 +166,14 @@ TABLE: dict[str, Framework] = {
                             "tensor-parallel rank",
             "kv_replication": f"Megatron-LM {MEGATRON_RELEASE} transformer_config.py: num_query_groups must be a "
                               "multiple or a divisor of the tensor-parallel size",
-        }),
+            "context_parallel": f"{_MEGATRON_ARGS}: --context-parallel-size, --cp-comm-type p2p (ring attention in "
+                                "Transformer Engine); docs/source/api-guide/context_parallel.rst",
+            "expert_parallel": f"{_MEGATRON_ARGS}: --expert-model-parallel-size, --expert-tensor-parallel-size "
+                               "(MoE parallel folding)",
+            "fp8": f"{_MEGATRON_ARGS}: --fp8-format, --fp8-recipe, --fp8-param-gather (Transformer Engine)",
+            "moe_blocks": f"{_MEGATRON_ARGS}: --num-experts, --moe-router-topk, --moe-ffn-hidden-size, "
+                          "--moe-layer-freq, --moe-shared-expert-intermediate-size, --multi-latent-attention",
+        }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True),
     "deepspeed": Framework(
         "deepspeed", "DeepSpeed", DEEPSPEED_VERSION,
         schedules=("1f1b",),
@@ -165,7 +195,16 @@ TABLE: dict[str, Framework] = {
                        "(stage 3)",
             "zero_with_tp": f"{_DS} runtime/engine.py: AutoTP composes with ZeRO stages 0-3",
             "kv_replication": f"{_DS} runtime/engine.py: AutoTP beyond the key/value head count only warns",
-        }),
+            "context_parallel": f"{_DS} has no ring-attention context parallelism; its sequence_parallel_size is "
+                                "Ulysses (all-to-alls around attention, heads divided by the degree), a different "
+                                "scheme from the planner's cp",
+            "expert_parallel": f"{_DS}: expert parallelism is set in model code (deepspeed.moe.layer.MoE(ep_size=...)"
+                               "), not in the JSON config this export writes",
+            "fp8": f"{_DS}: the JSON config has no FP8 training switch (FP8 comes from Transformer Engine layers in "
+                   "model code)",
+            "moe_blocks": f"{_DS}: the JSON config describes no model; MoE layers (deepspeed.moe.layer.MoE) live in "
+                          "your model code",
+        }, moe_blocks=True),
     "torch": Framework(
         "torch", "PyTorch (FSDP2, torch.distributed.pipelining)", TORCH_VERSION,
         schedules=("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"),
@@ -189,7 +228,16 @@ TABLE: dict[str, Framework] = {
                             "FSDP2 composes with tensor parallelism",
             "kv_replication": "the exported script shards the key/value projections column-wise over t, so t must "
                               "divide the key/value heads (replicating them is not generated)",
+            "context_parallel": f"{_TORCH} torch.distributed.tensor.experimental.context_parallel: ring attention "
+                                "for scaled_dot_product_attention over a 'cp' mesh dimension (experimental API)",
+            "expert_parallel": f"{_TORCH} has no expert-parallel API in core PyTorch (torchtitan implements it in "
+                               "its own model code)",
+            "fp8": f"{_TORCH}: FP8 training is torchao's convert_to_float8_training, a separate package the script "
+                   "does not use",
+            "moe_blocks": "the exported script builds a dense decoder (attention + MLP blocks); it has no "
+                          "mixture-of-experts or latent-attention block",
         },
+        context_parallel=True,
         exclusions=(Exclusion(
             (3,), ("zb-h1", "zb-h2", "zbv"),
             "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "
@@ -204,9 +252,11 @@ def framework(key: str) -> Framework:
     return TABLE[key]
 
 
-def which(t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None) -> list[tuple[str, ...]]:
+def which(t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None, cp=1, ep=1, fp8: bool = False,
+          moe: bool = False) -> list[tuple[str, ...]]:
     """Per candidate, the frameworks (keys) that run it."""
-    masks = {k: f.runs(t, p, zero, schedule, sp, recompute, offload, kv_heads) for k, f in TABLE.items()}
+    masks = {k: f.runs(t, p, zero, schedule, sp, recompute, offload, kv_heads, cp, ep, fp8, moe)
+             for k, f in TABLE.items()}
     rows = np.stack([masks[k] for k in TABLE], axis=1) if masks else np.zeros((0, 0), bool)
     names = tuple(TABLE)
     cache: dict[bytes, tuple[str, ...]] = {}
