@@ -33,6 +33,13 @@ CASES = (
      PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=16384, batch=2048, mb_sizes=MB_SIZES), 3.0),
     ("G = 16,384, Llama 3 405B on H100, batch 16,384",
      PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=16384, batch=16384, mb_sizes=MB_SIZES), 3.0),
+    # Beyond t x p x d (issue 12): cp searched at 128K, ep over the experts' divisors.
+    ("G = 16,384, Llama 3 405B at 128K (cp 1-16), batch 128",
+     PlannerParams(model="llama3-405b", seq=131072, gpu="h100-80gb", gpus=16384, batch=128, mb_sizes=MB_SIZES), 3.0),
+    ("G = 16,384, DeepSeek-V3 on H800 (ep 1-256), batch 15,360",
+     PlannerParams(model="deepseek-v3", gpu="h800-80gb", gpus=16384, batch=15360, mb_sizes=MB_SIZES), 3.0),
+    ("G = 16,384, Mixtral 8x7B at 32K (cp 1-4, ep 1-8), batch 4,096",
+     PlannerParams(model="mixtral-8x7b", gpu="h100-80gb", gpus=16384, batch=4096, mb_sizes=MB_SIZES), 3.0),
 )
 REPEATS = 3
 APP = Path(__file__).resolve().parents[1] / "app.py"

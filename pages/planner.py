@@ -63,7 +63,8 @@ rec = view.recommendation
 best = view.top_feasible.iloc[0] if view.feasible else None
 if best is not None:
     cols = st.columns(4)
-    cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}")
+    extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep") if best[k] > 1)
+    cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}{extra}")
     cols[1].metric("Step time", f"{best['step_time_s']:,.2f} s")
     cols[2].metric("MFU", f"{best['mfu']:.1%}")
     cols[3].metric("Memory per GPU", fmt_bytes(best["memory_bytes"], digits=1),

@@ -32,10 +32,11 @@ from ui.links import page_link_with_params
 EXPORT_KINDS = ("deepspeed", "megatron", "fsdp")
 TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
 CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
-KEEP = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
+KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", "tp_exposed_s", "dp_exposed_s",
-        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings", "frameworks")
+        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes",
+        "a2a_exposed_s", "ring_exposed_s")
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
 
 
@@ -76,6 +77,10 @@ def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
     if q.model == "custom":
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "layers": m.layers, "seq": m.seq,
                  "vocab": m.vocab}
+        if m.is_moe:
+            base["expert_params"] = round(m.expert_params)
+    elif q.seq:
+        base["seq"] = m.seq  # a preset at another length: the ZeRO page's activations use it
     if q.gpu == "custom":
         base |= {"gpu_mem": q.gpu_mem, "gpus_per_node": q.gpn, "bw": q.inter_bw}
     return base
@@ -89,8 +94,10 @@ def plan_view(q: PlannerParams) -> PlanView:
     rec = recommend(result)
     exports = {kind: result.export(kind) for kind in EXPORT_KINDS} if rec.feasible else {}
     m, g = result.model, result.gpu
+    active = (f" ({m.params / 1e9:,.1f}B parameters, {m.params_active / 1e9:,.1f}B active per token)"
+              if m.is_moe else "")
     return PlanView(
-        title=f"{m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences of {m.seq:,} tokens",
+        title=f"{m.name}{active} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences of {m.seq:,} tokens",
         gpu_mem_bytes=g.mem_bytes, usable_bytes=result.usable, candidates=len(frame),
         feasible=len(result.feasible), simulations=result.simulations, top=frame.head(TOP_ROWS).copy(),
         top_feasible=frame[frame["feasible"]].head(TOP_ROWS).copy(), points=_points(frame),
@@ -136,11 +143,16 @@ def pipeline_params(row: pd.Series) -> dict[str, Any]:
 
 
 def zero_params(row: pd.Series, base: dict[str, Any]) -> dict[str, Any]:
-    """The ZeRO page's keys for this candidate's model, GPU, N_d = d, stage, t x p split and activations."""
-    return base | {"nd": int(row["d"]), "stage": str(int(row["zero_stage"])), "t": int(row["t"]), "p": int(row["p"]),
-                   "offload": row["offload"], "mb": int(row["micro_batch_size"]),
-                   "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
-                   "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"])}
+    """The ZeRO page's keys for this candidate's model, GPU, N_d = d x cp (the dense weights' ZeRO group), stage,
+    t x p split, experts over ep (where the ZeRO page's expert-tp = t matches) and activations at cp."""
+    nd, ep = int(row["d"]) * int(row["cp"]), int(row["ep"])
+    out = base | {"nd": nd, "stage": str(int(row["zero_stage"])), "t": int(row["t"]), "p": int(row["p"]),
+                  "offload": row["offload"], "mb": int(row["micro_batch_size"]),
+                  "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
+                  "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"])}
+    if ep > 1 and nd % ep == 0 and int(row["etp"]) == int(row["t"]):
+        out["ep"] = ep
+    return out
 
 
 def pipeline_link(row: pd.Series) -> str:

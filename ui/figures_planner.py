@@ -16,7 +16,8 @@ FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  
 X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
 
 COLUMNS = {  # core column -> header with its unit, in display order
-    "rank": "Rank", "t": "t", "p": "p", "d": "d", "step_time_s": "Step time [s]", "mfu": "MFU [%]",
+    "rank": "Rank", "t": "t", "p": "p", "d": "d", "cp": "cp", "ep": "ep", "step_time_s": "Step time [s]",
+    "mfu": "MFU [%]",
     "memory_gb": "Memory per GPU [GB]", "reasons": "Why infeasible", "schedule": "Schedule", "v": "v",
     "micro_batch_size": "Micro-batch [seq]", "m": "m", "zero_stage": "ZeRO", "recompute": "Recompute",
     "sequence_parallel": "SP", "offload": "Offload", "bubble_fraction": "Bubble [% of timeline]",
@@ -47,6 +48,9 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
         COLUMNS["tp_ratio"]: cc.NumberColumn(format="%.3f", help="Tensor-parallel bytes / bandwidth over a layer's "
                                                                  "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
         COLUMNS["sequence_parallel"]: cc.CheckboxColumn(),
+        "cp": cc.NumberColumn(format="%d", help="Context parallelism: each sequence over cp ranks (G = t p d cp)."),
+        "ep": cc.NumberColumn(format="%d", help="Expert parallelism: each MoE layer's routed experts over ep ranks "
+                                                "(it regroups t x d x cp, no extra GPUs)."),
         COLUMNS["reasons"]: cc.TextColumn(width="medium", help="Empty when feasible."),
         COLUMNS["frameworks"]: cc.TextColumn(help="Frameworks that run this layout exactly (megatron, deepspeed, "
                                                   "torch; core/planner/frameworks.py names each rule's source)."),

@@ -29,8 +29,9 @@ from core.planner import plan as planner
 from core.planner import recommend
 from core.units import GB
 
-FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "zero": "zero", "schedule": "schedule", "v": "v",
-            "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp", "offload": "offload"}
+FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
+            "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
+            "offload": "offload"}
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
               "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
               "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
@@ -63,7 +64,8 @@ def build(parser: argparse.ArgumentParser) -> None:
     spec_args.add(search, PLAN["min_headroom"])
     search.add_argument("--fix", default="", metavar="KEY=VALUE,...",
                         help="Pin search dimensions (evaluate your layout): " + ", ".join(FIX_KEYS)
-                        + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on. "
+                        + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on or "
+                          "t=8,cp=16,p=16 (context parallel) or ep=64,etp=1 (experts). "
                           "zero, schedule, recompute, sp and offload also take 'all'.")
     model = parser.add_argument_group("step-time assumptions (each with its justification in --help)")
     for spec in ASSUMPTIONS.values():
@@ -169,16 +171,19 @@ def _export(result: planner.PlanResult, kind: str, rank: int) -> int:
 
 def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
     q, m, g = result.params, result.model, result.gpu
-    lines = [f"{m.name} ({m.params / 1e9:,.3g}B parameters) on {q.gpus:,} x {g.name} ({g.gpus_per_node} per server), "
-             f"global batch {q.batch:,} sequences of {m.seq:,} tokens.",
+    active = f", {m.params_active / 1e9:,.3g}B active per token" if m.is_moe else ""
+    lines = [f"{m.name} ({m.params / 1e9:,.3g}B parameters{active}) on {q.gpus:,} x {g.name} ({g.gpus_per_node} per "
+             f"server), global batch {q.batch:,} sequences of {m.seq:,} tokens.",
              f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
              f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.", ""]
-    headers = ["rank", "t", "p", "d", "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
+    extra = [k for k in ("cp", "ep") if not frame.empty and (frame[k] > 1).any()]  # shown when searched
+    headers = ["rank", "t", "p", "d", *extra, "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
                "bubble %", "step s", "tokens/s", "MFU %", "runs on", "why infeasible"]
     rows = []
     for r in frame.to_dict("records"):
         sched = r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else "")
         rows.append(["-" if r["rank"] != r["rank"] else f"{r['rank']:.0f}", r["t"], r["p"], r["d"],
+                     *(r[k] for k in extra),
                      r["micro_batch_size"], r["m"] or "-", sched if r["p"] > 1 else "-", r["zero_stage"],
                      r["recompute"], "on" if r["sequence_parallel"] else "off", _num(r["memory_bytes"] / GB, 1),
                      _num(r["headroom_bytes"] / GB, 1), _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2),

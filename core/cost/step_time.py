@@ -81,6 +81,8 @@ class Assumptions:
     reserve_frac: float = ASSUMPTIONS["reserve_frac"].default
     pcie_bw: float = ASSUMPTIONS["pcie_bw"].default
     cpu_adam: float = ASSUMPTIONS["cpu_adam"].default
+    ep_overlap: float = ASSUMPTIONS["ep_overlap"].default
+    moe_capacity: float = ASSUMPTIONS["moe_capacity"].default
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -111,15 +113,24 @@ def _link(inside, gpu: GpuSpec, a: Assumptions) -> np.ndarray:
 
 def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, gpus: int, batch: int, t, p, d, b, m, chunks,
              zero, recompute, sp, offload, psi_rank, makespan_factor, param_bytes: float = 2.0,
-             grad_bytes: float = 2.0) -> dict[str, np.ndarray]:
+             grad_bytes: float = 2.0, cp=1, peak_flops: float | None = None, expert: dict | None = None,
+             extra: dict | None = None) -> dict[str, np.ndarray]:
     """Seconds per step by component, tokens/s, MFU and HFU for arrays of candidates (one entry each).
 
     recompute and offload are arrays of names; makespan_factor is the simulator's makespan / busiest device's
     busy time (1 + the bubble relative to ideal). psi_rank: parameters on one GPU before ZeRO sharding.
+    Beyond t x p x d (core.planner.cp_ep supplies these): d is the data-parallel group of the dense weights
+    (d x cp under context parallelism); cp divides each GPU's tokens, hence its TP and pipeline traffic;
+    peak_flops is the rate the FLOPs run at (FP8's blended peak; MFU stays against the BF16 peak); expert =
+    {"rank", "group", "param_bytes", "inside"}: routed-expert parameters per GPU, their ZeRO group, weight bytes,
+    whether that group stays in a server; extra = {name: (total s, exposed s)} of further communication (the MoE
+    all-to-all, ring attention), each exposed part added to the step.
     """
     t, p, d, b, m, chunks, zero = (np.asarray(x) for x in (t, p, d, b, m, chunks, zero))
     recompute, offload, sp = np.asarray(recompute), np.asarray(offload), np.asarray(sp, dtype=bool)
-    rate = gpu.peak_flops * a.eff
+    cp = np.asarray(cp, dtype=float)
+    peak = gpu.peak_flops if peak_flops is None else peak_flops
+    rate = peak * a.eff
     n = t.shape[0]
 
     hw = np.zeros(n)
@@ -132,9 +143,10 @@ def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, gpus: int, bat
             hw[sel] = float(flops.training_flops(model, batch, mode))
             tp_bytes_layer[sel] = comm.tp_layer_bytes(model.seq, b[sel], model.hidden, t[sel], mode)
             tp_ratio[sel] = flops.tp_comm_compute_ratio(model, b[sel], t[sel], tp_bw[sel], rate, mode)
+    tp_bytes_layer = tp_bytes_layer / cp
     model_flops = float(flops.model_flops(model, batch))
 
-    compute = flops.compute_time(hw, gpus, gpu.peak_flops, a.eff) * stage_imbalance(model.layers, p, chunks)
+    compute = flops.compute_time(hw, gpus, peak, a.eff) * stage_imbalance(model.layers, p, chunks)
     layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
     tp_total = tp_bytes_layer * layers_dev * m / tp_bw
     tp_exposed = (1.0 - a.tp_overlap) * tp_total
@@ -142,18 +154,30 @@ def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, gpus: int, bat
     bubble = pipeline - compute - tp_exposed
 
     pp_bw = _link(t * d * p <= gpu.gpus_per_node, gpu, a)
-    send = a.p2p_latency_us * 1e-6 + comm.p2p_bytes(model.seq, b, model.hidden, t, sp) / pp_bw
+    send = a.p2p_latency_us * 1e-6 + comm.p2p_bytes(model.seq, b, model.hidden, t, sp) / cp / pp_bw
     pp = np.where(p > 1, 2.0 * (p * chunks - 1) * send, 0.0)
 
     dp_bw = _link(t * d <= gpu.gpus_per_node, gpu, a)
     dp_total, dp_exposed = _data_parallel(zero, d, m, psi_rank * param_bytes, compute, dp_bw, a)
     off = _offload(offload, zero, d, m, psi_rank, param_bytes, grad_bytes, a)
+    if expert is not None:  # routed experts: their own ZeRO group, beside the dense weights' collectives
+        rank, group = np.asarray(expert["rank"], dtype=float), np.asarray(expert["group"])
+        e_total, e_exposed = _data_parallel(zero, group, m, rank * expert["param_bytes"], compute,
+                                            _link(expert["inside"], gpu, a), a)
+        dp_total, dp_exposed = dp_total + np.where(rank > 0, e_total, 0.0), dp_exposed + np.where(rank > 0,
+                                                                                                   e_exposed, 0.0)
+        off = off + np.where(rank > 0, _offload(offload, zero, group, m, rank, expert["param_bytes"], grad_bytes, a),
+                             0.0)
 
     step = pipeline + pp + dp_exposed + off
+    more = {}
+    for name, (total, exposed) in (extra or {}).items():
+        more[f"{name}_s"], more[f"{name}_exposed_s"] = total, exposed
+        step = step + exposed
     return {
         "compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_total, "tp_exposed_s": tp_exposed,
         "tp_ratio": tp_ratio, "pp_exposed_s": pp, "dp_comm_s": dp_total, "dp_exposed_s": dp_exposed,
-        "offload_s": off, "step_time_s": step,
+        "offload_s": off, **more, "step_time_s": step,
         "tokens_per_s": flops.tokens_per_second(batch, model.seq, step),
         "mfu": flops.utilization(model_flops, step, gpus, gpu.peak_flops),
         "hfu": flops.utilization(hw, step, gpus, gpu.peak_flops),

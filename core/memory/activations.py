@@ -11,10 +11,13 @@ term; full recomputation keeps only the layer input, 2 s b h (divided by t with 
 
 Context parallelism (degree c) gives each rank s / c tokens of every sequence and keeps only their keys and
 values (Megatron-LM's context_parallel guide: "the activation memory footprint per GPU is also CP times
-smaller"), so every term here, the scores a x (s/c) x s included, is divided by c; ring attention's K/V
-buffers come on top (core.memory.context_parallel). FP8 (Transformer Engine) saves the inputs of the four
-linear layers in one byte: the QKV and first-MLP inputs (2 s b h each, replicated), the attention projection
-input (2 s b h) and the second-MLP input (8 s b h), so 10 -> 8 replicated and 24 -> 19 sharded.
+smaller"), so every s b h term is divided by c; ring attention's K/V buffers come on top
+(core.memory.context_parallel). Context parallelism runs on fused (flash) attention kernels (Transformer
+Engine in Megatron-LM, SDPA's flash/efficient kernels in PyTorch), which never store the a s^2 scores: with
+c > 1 the 5 a s^2 b term is absent whatever the recompute setting, as under selective recompute.
+FP8 (Transformer Engine) saves the inputs of the four linear layers in one byte: the QKV and first-MLP inputs
+(2 s b h each, replicated), the attention projection input (2 s b h) and the second-MLP input (8 s b h), so
+10 -> 8 replicated and 24 -> 19 sharded.
 How many micro-batches a stage holds at once comes from the pipeline simulator (`inflight`), not from a
 formula: it depends on the schedule.
 """
@@ -53,7 +56,8 @@ def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recomp
     sbh = s * b * h
     replicated = np.where(fp8, REPLICATED[1], REPLICATED[0])
     sharded = np.where(fp8, SHARDED[1], SHARDED[0])
-    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(mode == 0, 5.0 * a * s / (h * t), 0.0)
+    scores = (mode == 0) & (cp == 1)  # the a s^2 scores: stored only by unfused attention, never under CP
+    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * a * s / (h * t), 0.0)
     full = 2.0 / np.where(sp, t, 1.0)
     return sbh * np.where(mode == 2, full, kept) / cp
 

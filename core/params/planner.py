@@ -17,13 +17,19 @@ from typing import Any
 
 from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
-from core.params.memory import RECOMPUTE_MODES, ZERO
+from core.params.memory import MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
 from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
 from core.params.pipeline import PIPELINE
 
 SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # as core.planner.layout
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # "all": Megatron's two and the cheapest zero-bubble one
 MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: larger p is not enumerated
+# Context parallelism searched by default: powers of two up to MAX_CP_SEARCH that leave each rank at least
+# MIN_CP_TOKENS tokens, so it is searched for long sequences only (16K and up), where activations outgrow the GPU:
+# Llama 3 405B's 128K stage used 131,072 / 16 = 8,192 tokens per rank, its 8K pre-training no CP. A pinned cp
+# still evaluates any value.
+MIN_CP_TOKENS = 8192
+MAX_CP_SEARCH = 64
 MAX_MB_SIZES = 8
 FRAMEWORK_NAMES = ("megatron", "deepspeed", "torch")  # as core.planner.frameworks.TABLE
 MAX_HEADROOM_GB = 10_000.0
@@ -64,6 +70,13 @@ ASSUMPTIONS = table(
     Spec("cpu_adam", "float", 1.0, 0.001, 1000.0, label="CPU optimizer rate", unit="billion parameters/s per GPU",
          help="With offload the optimizer step runs on the host: DeepSpeed's vectorised CPU-Adam updates on the "
               "order of 1e9 parameters per second per process (an order of magnitude; set your own)."),
+    Spec("ep_overlap", "float", 0.0, 0.0, 1.0, label="MoE all-to-all hidden",
+         help="Share of the expert all-to-all hidden behind computation. Megatron-LM's dispatcher runs it between "
+              "dependent GEMMs, on the critical path, unless overlap is configured; DeepSeek-V3's DualPipe hides "
+              "nearly all of it (arXiv:2412.19437, 3.2.1): none hidden by default."),
+    Spec("moe_capacity", "float", 1.0, 1.0, 8.0, label="MoE capacity factor",
+         help="Expert slots per routed token: 1 = dropless routing (Megatron-LM's default, DeepSeek-V3); GShard and "
+              "Switch pad each expert to 1.25-2 x its even share. Scales the all-to-all and the expert activations."),
 )
 
 # Why the defaults are what they are, where the Spec's help (shared with other pages) says only what it means.
@@ -78,7 +91,17 @@ SEARCH = table(
     Spec("fix_p", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin pipeline p",
          help=f"0 searches every p that divides G, up to the layers and the simulator's {MAX_SIM_P} devices."),
     Spec("fix_d", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin data-parallel d",
-         help="0 searches every d = G / (t p); a number keeps only layouts with that d."),
+         help="0 searches every d = G / (t p cp); a number keeps only layouts with that d."),
+    Spec("fix_cp", "int", 0, 0, MAX_CP, label="Pin context-parallel cp",
+         help=f"0 searches cp = 1 and the powers of two up to {MAX_CP_SEARCH} that leave at least "
+              f"{MIN_CP_TOKENS:,} tokens per rank; a number evaluates only that cp (each sequence split over cp "
+              "ranks)."),
+    Spec("fix_ep", "int", 0, 0, CLUSTER["gpus"].hi, label="Pin expert-parallel ep",
+         help="0 searches every ep that divides the routed experts (1 for a dense model); a number evaluates "
+              "only that ep. Expert parallelism regroups the t x d x cp ranks, it adds no GPUs."),
+    Spec("fix_etp", "int", 0, 0, MAX_TP, label="Expert tensor parallelism",
+         help="0 = t (Megatron-LM's default: experts split like the dense layers); 1 keeps every expert whole on "
+              "one GPU (DeepSeek-V3, Megatron's recommendation for fine-grained experts)."),
     Spec("zero", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "0", "1", "2", "3"), label="ZeRO stage",
          help="ZeRO across the d data-parallel ranks (0 = plain data parallelism); all searches 0-3."),
     Spec("schedule", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *SEARCH_SCHEDULES), label="Pipeline schedule",
@@ -114,9 +137,10 @@ PLAN = table(
     Spec("mb_sizes", "floats", (1.0, 2.0), 1, CLUSTER["mbs"].hi, max_items=MAX_MB_SIZES, min_items=1,
          label="Micro-batch sizes to consider", unit="sequences",
          help="Whole numbers, comma-separated; each is tried with every layout."),
-    Spec("precision", "choice", "auto", choices=("auto", "bf16", "fp16"), label="Precision",
+    Spec("precision", "choice", "auto", choices=("auto", "bf16", "fp16", "fp8"), label="Precision",
          help="16-bit mixed precision; auto is bf16 where the GPU has it, else fp16. Both keep 2-byte weights "
-              "and gradients plus K bytes of optimizer state."),
+              "and gradients plus K bytes of optimizer state. fp8: BF16 training with FP8 GEMMs at the FP8 peak and "
+              "1-byte GEMM weights and GEMM inputs (core.memory.fp8); master weights and optimizer state unchanged."),
     ZERO["optimizer"],
     ZERO["k"],
     *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
@@ -178,6 +202,9 @@ class PlannerParams:
     fix_t: int = 0
     fix_p: int = 0
     fix_d: int = 0
+    fix_cp: int = 0
+    fix_ep: int = 0
+    fix_etp: int = 0
     zero: str = _CHOICE_ALL
     schedule: str = _CHOICE_ALL
     v: int = PLAN["v"].default
@@ -194,6 +221,8 @@ class PlannerParams:
     reserve_frac: float = PLAN["reserve_frac"].default
     pcie_bw: float = PLAN["pcie_bw"].default
     cpu_adam: float = PLAN["cpu_adam"].default
+    ep_overlap: float = PLAN["ep_overlap"].default
+    moe_capacity: float = PLAN["moe_capacity"].default
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -12,7 +12,7 @@ import itertools
 from core.model.config import GpuSpec, ModelConfig
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
-from core.planner import frameworks
+from core.planner import cp_ep, frameworks
 from core.units import GB
 
 
@@ -48,22 +48,44 @@ def _degrees(q: PlannerParams, model: ModelConfig) -> list[str]:
             out.append(f"p = {p} > the {model.layers} layers (a stage needs at least one layer)")
         if p > MAX_SIM_P:
             out.append(f"p = {p} > {MAX_SIM_P}, the most devices the pipeline simulator runs")
-    pinned = [(n, x) for n, x in (("t", t), ("p", p), ("d", d)) if x]
-    for k in (2, 3):
+    cp = q.fix_cp
+    searched_cp = cp_ep.cp_values(q, model)
+    pinned = [(n, x) for n, x in (("t", t), ("p", p), ("d", d), ("cp", cp)) if x]
+    for k in (2, 3, 4):
         for combo in itertools.combinations(pinned, k):
             names = " x ".join(n for n, _ in combo)
             values = " x ".join(f"{x:,}" for _, x in combo)
             product = 1
             for _, x in combo:
                 product *= x
-            if k == 3 and product != G:
+            which = {n for n, _ in combo}
+            if which >= {"t", "p", "d"} and (cp or searched_cp == [1]) and product != G:
                 out.append(f"{names} = {values} = {product:,} != {G:,} GPUs")
-            elif k == 2 and product > G:
+            elif which == {"t", "p", "d"} and not cp and G % product == 0 and G // product not in searched_cp:
+                out.append(f"{names} = {values} = {product:,} leaves cp = {G // product:,}, which the cp search "
+                           f"({', '.join(map(str, searched_cp))}) does not cover: pin cp")
+            elif k < 4 and product > G:
                 out.append(f"{names} = {values} = {product:,} > {G:,} GPUs")
             elif k == 2 and G % product and len(pinned) == 2:
                 out.append(f"{names} = {values} = {product:,} does not divide {G:,} GPUs")
+    out += _cp_ep(q, model)
     if d and d > q.batch:
         out.append(f"d = {d:,} > the global batch of {q.batch:,} sequences (each replica needs one)")
+    return out
+
+
+def _cp_ep(q: PlannerParams, model: ModelConfig) -> list[str]:
+    """Pinned cp / ep that break core.planner.cp_ep_rules whatever the other degrees are."""
+    out = []
+    if q.fix_cp > 1 and model.seq % (2 * q.fix_cp):
+        out.append(f"cp = {q.fix_cp}: the sequence of {model.seq:,} tokens does not split into 2 x cp = "
+                   f"{2 * q.fix_cp} chunks (Megatron's load-balanced context parallelism)")
+    if q.fix_ep > 1 and not model.is_moe:
+        out.append(f"ep = {q.fix_ep}: {model.name} is dense, there are no experts to spread")
+    elif q.fix_ep and model.is_moe and model.moe.experts % q.fix_ep:
+        out.append(f"ep = {q.fix_ep} does not divide the {model.moe.experts} experts")
+    if q.fix_ep and q.fix_ep * (q.fix_etp or 1) > q.gpus:
+        out.append(f"ep x expert-tp = {q.fix_ep * (q.fix_etp or 1):,} > {q.gpus:,} GPUs")
     return out
 
 

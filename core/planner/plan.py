@@ -42,7 +42,8 @@ from core.params.pipeline import MAX_OPS, PIPELINE
 from core.params.planner import MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY, build, chunks_per_device, estimated_ops
 from core.pipeline.simulate import Costs, compile_schedule, run
-from core.planner import frameworks, pins
+from core.planner import cp_ep, frameworks, pins
+from core.planner.cp_ep_rules import violations
 from core.planner.exports import Export, export_all
 from core.planner.layout import Layout
 from core.units import GB
@@ -51,24 +52,28 @@ EXPORT_KINDS = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "fsdp2
 EXPORT_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "torch", "fsdp2": "torch",
                     "torch": "torch"}
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
-JSON_KEYS = ("rank", "t", "p", "d", "zero_stage", "schedule", "v", "micro_batch_size", "m", "recompute",
+JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "schedule", "v", "micro_batch_size", "m",
+             "recompute",
              "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
              "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "fits", "inflight",
              "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node", "compute_s",
              "bubble_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s", "step_time_s",
-             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks")
+             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks",
+             "expert_state_bytes", "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
 
-COLUMNS = ("rank", "t", "p", "d", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
+COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage",
+           "recompute",
            "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
            "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "memory_fraction", "fits",
            "inflight", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node",
            "compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s",
            "offload_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons",
-           "warnings", "frameworks")
+           "warnings", "frameworks", "expert_state_bytes", "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
 assert set(JSON_KEYS) <= set(COLUMNS)
 _EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node"), bool),
                  **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks"), object),
-                 **dict.fromkeys(("t", "p", "d", "micro_batch_size", "m", "v", "zero_stage"), "int64")}
+                 **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "v", "zero_stage"),
+                                 "int64")}
 
 _SIM_CACHE: dict[tuple, tuple[float, float, float, float] | str] = {}
 _SIM_CACHE_MAX = 8192
@@ -88,8 +93,10 @@ def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str
     gpu = (presets.custom_gpu({k: getattr(q, k) for k in ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")})
            if q.gpu == "custom" else presets.gpu(q.gpu))
     precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")
-    if precision == "bf16" and not gpu.bf16:
+    if precision in ("bf16", "fp8") and not gpu.bf16:
         raise InputError(f"precision: {gpu.name} has no BF16; choose fp16 or auto")
+    if precision == "fp8" and gpu.tflops_fp8 is None:
+        raise InputError(f"precision: {gpu.name} has no FP8 tensor cores; choose bf16, fp16 or auto")
     return model, gpu, precision
 
 
@@ -129,7 +136,7 @@ def _degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, 
                 too_many.add(p)
             elif p > MAX_SIM_P:
                 too_deep.add(p)
-            elif not q.fix_d or G // (t * p) == q.fix_d:
+            else:  # d = G / (t p cp): core.planner.cp_ep.expand splits this over cp and applies a pinned d
                 rows.append((t, p, G // (t * p)))
     if too_deep:
         notes.append(f"p = {_list(sorted(too_deep))} not evaluated: the pipeline simulator handles at most "
@@ -140,9 +147,8 @@ def _degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, 
                      "(listed as infeasible rows).")
     if q.fix_p and G % q.fix_p:
         notes.append(f"The pinned p = {q.fix_p} does not divide G = {G}.")
-    if q.fix_d and not rows:
-        notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {G}.")
-    return np.array(rows, dtype=np.int64).reshape(-1, 3), notes
+    expanded, more = cp_ep.expand(np.array(rows, dtype=np.int64).reshape(-1, 3), q, model)
+    return expanded, notes + more
 
 
 def _excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: float) -> pd.DataFrame:
@@ -177,6 +183,7 @@ def _excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: fl
     first = {"zero_stage": q.searched("zero")[0], "recompute": q.searched("recompute")[0],
              "offload": q.searched("offload")[0]}
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
+    values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"]}
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
                "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n, "frameworks": [()] * n,
                **{k: [x] * n for k, x in first.items()}}
@@ -205,7 +212,8 @@ def _candidates(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfi
     }
     grid = np.indices([len(v) for v in dims.values()]).reshape(len(dims), -1)
     c = {k: v[i] for (k, v), i in zip(dims.items(), grid, strict=True)}
-    c["t"], c["p"], c["d"] = (degrees[c["layout"], j] for j in range(3))
+    c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
+    c["etp"] = cp_ep.etp_of(q, c["t"])
     notes = []
     no_pipe = {"1f1b", "gpipe"}
     keep = np.ones(c["t"].size, dtype=bool)
@@ -229,8 +237,10 @@ def _candidates(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfi
     c["v"] = c["chunks"]
     c["recompute_name"] = np.array(RECOMPUTE_MODES)[c["recompute"]]
     c["offload_name"] = np.array(OFFLOAD_MODES)[c["offload"]]
+    c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
     runs_on = frameworks.which(c["t"], c["p"], c["zero"], names, c["sp"], c["recompute_name"], c["offload_name"],
-                               model.kv_heads)
+                               model.kv_heads, c["cp"], c["ep"], q.precision == "fp8",
+                               model.is_moe or model.mla is not None)
     if q.framework != "any":
         keep = np.array([q.framework in r for r in runs_on], dtype=bool)
         c = {k: v[keep] for k, v in c.items()}
@@ -327,7 +337,7 @@ def params_per_rank(model: presets.ModelConfig, t, p) -> tuple[np.ndarray, np.nd
     assumption in words). core.memory.params_per_rank's embedding-on-ends split: the V x h embedding sits on the
     first stage; the output layer (its tied copy, or an untied second matrix) on the last; tensor parallelism
     divides everything by t."""
-    psi = model.params
+    psi = model.dense_params  # the routed experts are placed by core.planner.cp_ep (model.params if dense)
     emb = embedding_params(model)
     matrices = 1 if model.tied else 2
     t, p = np.asarray(t), np.asarray(p)
@@ -346,7 +356,7 @@ def params_per_rank(model: presets.ModelConfig, t, p) -> tuple[np.ndarray, np.nd
 def _states(model, bpp, c: dict) -> dict[str, np.ndarray]:
     """Per-GPU model-state bytes (paper accounting), what stays on the GPU after offload, ZeRO-3 gathered layers."""
     kw = bpp.kwargs()
-    t, p, d, zero = c["t"], c["p"], c["d"], c["zero"]
+    t, p, d, zero = c["t"], c["p"], c["d"] * c["cp"], c["zero"]  # dense ZeRO group: d x cp (Megatron's dp-cp)
     psi_rank, layer, _ = params_per_rank(model, t, p)
     layer = np.broadcast_to(layer, psi_rank.shape)
     states = memory.model_states(psi_rank, d, zero, **kw).total
@@ -368,7 +378,8 @@ def _states(model, bpp, c: dict) -> dict[str, np.ndarray]:
             "zero3_working_bytes": working}
 
 
-def _activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray, fp8: bool = False,
+                 capacity: float = 1.0) -> np.ndarray:
     """Peak activation bytes per GPU where `rows` (NaN elsewhere): the first or the last stage, whichever holds
     more, each with the simulator's micro-batches in flight (core.memory.activations)."""
     out = np.full(c["t"].size, np.nan)
@@ -378,9 +389,11 @@ def _activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray) -> np.n
         layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
         args = (model.seq, c["b"][rows], model.hidden, model.heads, layers_dev, inflight[rows], c["t"][rows],
                 c["sp"][rows], c["recompute"][rows], model.vocab)
-        first = activations.stage_bytes(*args, first=True, last=p == 1)["total"]
-        last = activations.stage_bytes(*args, first=False, last=True)["total"]
+        cp = c["cp"][rows]
+        first = activations.stage_bytes(*args, first=True, last=p == 1, cp=cp, fp8=fp8)["total"]
+        last = activations.stage_bytes(*args, first=False, last=True, cp=cp, fp8=fp8)["total"]
         out[rows] = np.where(p == 1, first, np.maximum(first, last))
+        out[rows] += cp_ep.extra_activations(model, c, inflight, rows, capacity, fp8)[rows]
     return out
 
 
@@ -463,7 +476,7 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   micro_batch_size=int(row["micro_batch_size"]), zero_stage=int(row["zero_stage"]),
                   schedule=str(row["schedule"]), v=int(row["v"]), recompute=str(row["recompute"]),
                   sequence_parallel=bool(row["sequence_parallel"]), offload=str(row["offload"]), precision=precision,
-                  gpus_per_node=gpu.gpus_per_node)
+                  gpus_per_node=gpu.gpus_per_node, cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"]))
 
 
 def _plain(value: Any) -> Any:
@@ -479,6 +492,7 @@ def _plain(value: Any) -> Any:
 def plan(q: PlannerParams) -> PlanResult:
     """Every candidate layout of the question `q`, scored and ranked."""
     model, gpu, precision = resolve(q)
+    fp8 = precision == "fp8"
     a = step_time.Assumptions(**q.assumptions())
     bpp = memory.preset(q.optimizer, "mixed", q.k)
     usable = float(usable_bytes(gpu.mem_gb, 0.0, a.reserve_frac))
@@ -508,41 +522,57 @@ def plan(q: PlannerParams) -> PlanResult:
     # Memory before simulating: with one micro-batch in flight (no schedule holds fewer) a candidate that does not
     # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
     # infeasible ones get the simulator's numbers only when another candidate needed the same key.
-    st = _states(model, bpp, c)
+    dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
+    st = _states(model, dense_bpp, c)
+    ex = cp_ep.expert_states(model, bpp, c, fp8)  # routed experts over ep (zero for a dense model)
+    for key, more in (("model_state_bytes", "expert_state_bytes"), ("states_on_gpu_bytes", "expert_on_gpu_bytes"),
+                      ("zero3_working_bytes", "expert_working_bytes")):
+        st[key] = st[key] + ex[more]
     fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
     sized = batch_ok & fills & m_ok
-    floor = fixed + _activations(model, c, np.ones(n), sized)
+    floor = fixed + _activations(model, c, np.ones(n), sized, fp8, a.moe_capacity)
     need = q.min_headroom * GB  # memory the user wants left free
     hopeless = sized & (floor > usable - need)
-    want = sized & ~hopeless & ~crosses & ~too_deep
+    rules = violations(model, c["t"], c["d"], c["cp"], c["ep"], c["etp"])  # cp / ep rules, each with its reason
+    broken = np.zeros(n, dtype=bool)
+    for _, mask, _ in rules:
+        broken |= np.broadcast_to(mask, (n,))
+    want = sized & ~hopeless & ~crosses & ~too_deep & ~broken
     sims, refused, fresh = _simulate_all(c, want, sized & ~want)
     ok = sized & np.isfinite(sims["makespan_factor"])
 
-    acts = _activations(model, c, np.where(ok, sims["inflight"], 1.0), ok)
+    acts = _activations(model, c, np.where(ok, sims["inflight"], 1.0), ok, fp8, a.moe_capacity)
     total = fixed + acts
     times = {k: np.full(n, np.nan) for k in ("compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "tp_ratio",
                                               "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s",
-                                              "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu")}
+                                              "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
+                                              "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")}
     if ok.any():
         sub = {k: v[ok] for k, v in c.items()}
-        est = step_time.estimate(model, gpu, a, gpus=q.gpus, batch=B, t=sub["t"], p=sub["p"], d=sub["d"],
-                                 b=sub["b"], m=sub["m"], chunks=sub["chunks"], zero=sub["zero"],
-                                 recompute=sub["recompute_name"], sp=sub["sp"], offload=sub["offload_name"],
-                                 psi_rank=st["psi_rank"][ok], makespan_factor=sims["makespan_factor"][ok],
-                                 param_bytes=bpp.param_bytes, grad_bytes=bpp.grad_bytes)
+        expert = {"rank": ex["expert_rank"][ok], "group": ex["expert_group"][ok],
+                  "param_bytes": cp_ep.expert_param_bytes(model, fp8),
+                  "inside": sub["t"] * sub["d"] * sub["cp"] <= gpu.gpus_per_node} if model.is_moe else None
+        est = step_time.estimate(model, gpu, a, gpus=q.gpus, batch=B, t=sub["t"], p=sub["p"],
+                                 d=sub["d"] * sub["cp"], b=sub["b"], m=sub["m"], chunks=sub["chunks"],
+                                 zero=sub["zero"], recompute=sub["recompute_name"], sp=sub["sp"],
+                                 offload=sub["offload_name"], psi_rank=st["psi_rank"][ok],
+                                 makespan_factor=sims["makespan_factor"][ok], param_bytes=dense_bpp.param_bytes,
+                                 grad_bytes=bpp.grad_bytes, cp=sub["cp"], peak_flops=cp_ep.peak(model, gpu, fp8),
+                                 expert=expert, extra=cp_ep.communication(model, gpu, a, sub, fp8))
         for k in times:
-            times[k][ok] = est[k]
+            times[k][ok] = est.get(k, 0.0)
 
     fits = total <= usable  # False where NaN
     over = ok & ~(total <= usable - need) & ~hopeless
     checks = _Checks(B, usable, need, batch_ok, fills, min_m, m_ok, refused, hopeless, floor, over, total, crosses,
-                     too_deep)
+                     too_deep, tuple(rules))
     reasons = checks.reasons(c, model, gpu)
     feasible = np.array([not r for r in reasons], dtype=bool)
 
     tf, tb, tw = (np.array([step_time.unit_costs(s)[i] for s in SEARCH_SCHEDULES])[c["schedule"]] for i in range(3))
     frame = pd.DataFrame({
-        "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "micro_batch_size": c["b"], "m": c["m"],
+        "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "cp": c["cp"], "ep": c["ep"], "etp": c["etp"],
+        "micro_batch_size": c["b"], "m": c["m"], "expert_state_bytes": ex["expert_state_bytes"],
         "schedule": c["schedule_name"], "v": c["v"], "zero_stage": c["zero"], "recompute": c["recompute_name"],
         "sequence_parallel": c["sp"], "offload": c["offload_name"],
         "memory_bytes": total, "model_state_bytes": st["model_state_bytes"],
@@ -590,6 +620,7 @@ class _Checks:
     total: np.ndarray
     crosses: np.ndarray
     too_deep: np.ndarray
+    rules: tuple = ()  # core.planner.cp_ep_rules.violations: (name, mask, reason) for cp and ep
 
     def reasons(self, c: dict, model, gpu) -> list[tuple[str, ...]]:
         """Why each candidate is infeasible (an empty tuple when it is feasible); each reason starts with a tag."""
@@ -623,19 +654,25 @@ class _Checks:
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked")
         nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
-        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model.kv_heads))
+        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model))
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server")
         add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers")
+        for name, mask, text in self.rules:
+            tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",
+                   "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
+            add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}")
         if not columns:
             return [()] * n
         return [tuple(x for x in row if x is not None) for row in zip(*columns, strict=True)]
 
 
-def _refusals(c: dict, i: int, kv_heads: int) -> str:
+def _refusals(c: dict, i: int, model) -> str:
     """The first reason each framework gives for not running candidate i."""
     args = (int(c["t"][i]), int(c["p"][i]), int(c["zero"][i]), str(c["schedule_name"][i]), bool(c["sp"][i]),
             str(c["recompute_name"][i]), str(c["offload_name"][i]))
-    return "; ".join(f.refusals(*args, cite=False, kv_heads=kv_heads)[0] for f in frameworks.TABLE.values())
+    more = dict(kv_heads=model.kv_heads, cp=int(c["cp"][i]), ep=int(c["ep"][i]), fp8=bool(c["fp8"][i]),
+                moe=model.is_moe or model.mla is not None)
+    return "; ".join(f.refusals(*args, cite=False, **more)[0] for f in frameworks.TABLE.values())
 
 
 def _warnings(c, model) -> list:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from core.cost.step_time import NOT_MODELLED, UNIT_COSTS, zero_volume_per_step
@@ -27,6 +28,8 @@ COMPONENTS = {  # step-time parts, as the explanation names them
     "pp_exposed_s": "pipeline sends",
     "dp_exposed_s": "exposed data-parallel/ZeRO communication",
     "offload_s": "offload traffic and the CPU optimizer",
+    "a2a_exposed_s": "exposed MoE all-to-all",
+    "ring_exposed_s": "exposed ring-attention K/V exchange",
 }
 
 ADVICE = {  # what to try when most candidates fail for a reason (keyed by the reason's tag)
@@ -80,7 +83,11 @@ def describe(row: pd.Series, gpn: int) -> str:
     pipe = "no pipeline" if p == 1 else f"p = {p} {_schedule(row)}"
     sp = ", sequence parallel" if row["sequence_parallel"] else ""
     off = "" if row["offload"] == "none" else f", offload {row['offload']}"
-    return (f"t = {t} ({where}) x {pipe} x d = {d}, ZeRO-{int(row['zero_stage'])}, micro-batch "
+    cp, ep = int(row.get("cp", 1)), int(row.get("ep", 1))
+    d_text = f"{d} x cp = {cp}" if cp > 1 else f"{d}"
+    if ep > 1:
+        d_text += f" (experts over ep = {ep}, expert-tp {int(row.get('etp', t))})"
+    return (f"t = {t} ({where}) x {pipe} x d = {d_text}, ZeRO-{int(row['zero_stage'])}, micro-batch "
             f"{int(row['micro_batch_size'])} (m = {int(row['m'])}), recompute {row['recompute']}{sp}{off}")
 
 
@@ -147,8 +154,9 @@ def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:
     """Against the next feasible candidates with a different t x p x d (switch variants of the winner are summed up
     in one line)."""
     feasible = result.feasible
-    same = (feasible["t"] == best["t"]) & (feasible["p"] == best["p"]) & (feasible["d"] == best["d"])
-    others = feasible[~same].drop_duplicates(["t", "p", "d"]).head(count)
+    keys = ["t", "p", "d", "cp", "ep"]
+    same = np.logical_and.reduce([feasible[k] == best[k] for k in keys])
+    others = feasible[~same].drop_duplicates(keys).head(count)
     gpn = result.gpu.gpus_per_node
     out = []
     for _, row in others.iterrows():
