@@ -1,0 +1,47 @@
+"""Shared by the tests that run the real engines (PyTorch, DeepSpeed) on the CPU.
+
+Locally they skip, saying how to install the engines, when torch or deepspeed is missing; CI (.ci/run) sets
+REQUIRE_ENGINES=1, which turns that skip into a failure, and installs requirements-engines.txt first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = ROOT / "tests" / "engines"
+INSTALL = "DS_BUILD_OPS=0 pip install -r requirements-engines.txt -c requirements.txt"
+
+
+def need(module: str):
+    """Import an engine, or skip (fail under REQUIRE_ENGINES=1) with the command that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        message = f"{module} is not installed ({exc}); engine tests need: {INSTALL}"
+        if os.environ.get("REQUIRE_ENGINES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def torchrun(script: Path, nproc: int, *args: str, cwd: Path | None = None, timeout: int = 600) -> str:
+    """Run `script` on `nproc` local gloo processes (torchrun --standalone); its stdout, or the failure's output."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                           str(nproc), str(script), *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return done.stdout
+
+
+def reports(stdout: str, prefix: str = "model-state bytes ") -> list[dict]:
+    """The JSON lines an exported script prints, one per rank, ordered by rank."""
+    rows = [json.loads(line[len(prefix):]) for line in stdout.splitlines() if line.startswith(prefix)]
+    return sorted(rows, key=lambda r: r["rank"])
