@@ -1,0 +1,403 @@
+"""Benchmark: a shared link and a slider step in a real Chromium, side by side with a bare Streamlit page.
+
+    python bench/bench_browser.py                  # 5 repetitions, the three links of issue 11, ratios
+    python bench/bench_browser.py --reps 9 --only pipeline
+    python bench/bench_browser.py --classroom 40   # also: 40 links opened within 10 s, p95 to first number
+
+The floor is bench/apps/bare_page.py (one URL-bound slider and one st.metric), served by a second server
+started in the same run with the same .streamlit/config.toml; the dashboard runs as the Dockerfile's CMD.
+Both are measured in one Chromium, interleaved repetition by repetition, so machine load drifts on both
+alike: the ratios are what to quote, the absolute times depend on the machine.
+
+Per link, in a fresh browser context (cold HTTP cache, a new Streamlit session), times from navigation
+start (the page's own performance clock, so playwright's overhead is not in them):
+- first number: the first metric named `label` is on screen with a value;
+- whole page: the script has finished, no skeleton is left and every Plotly chart has drawn its SVG;
+- step: a keyboard step on the slider (or a click on a number input's +) until that metric's value changes.
+The goal (issue 11) is first <= 1.3 x the floor's, whole <= 2 x, step <= 1.3 x the floor's step + core time,
+where core time is the core call for the stepped inputs (uncached, in a fresh process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
+
+BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
+VIEWPORT = {"width": 1400, "height": 1000}
+QUIET_S = 1.5  # the page must stay drawn this long before "whole page" is taken
+TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    path: str  # URL path and query
+    label: str  # the metric whose value is "the first number"
+    step: str  # CSS selector of the control a step acts on
+    values: tuple[str, ...]  # a slider: ("next", "previous") values; a number box: values typed in turn
+    core: str  # python code timing the core call for the stepped input `{value}` (sets T0 just before it)
+
+    def step_value(self, rep: int) -> str:
+        return self.values[rep % len(self.values)]
+
+
+BARE = Target("bare page", "/?n=12", "n squared", ".st-key-n input[type=range]", ("13", "11"), "")
+TARGETS = (
+    Target("pipeline", "/pipeline?schedule=1f1b&p=6&m=12", "Makespan", ".st-key-p input[type=range]", ("7", "5"),
+           "from core.pipeline.result import PipelineParams\n"
+           "from core.pipeline.view import pipeline_view\n"
+           "pipeline_view(PipelineParams(schedule='gpipe', p=4, m=8))\n"
+           "T0 = time.perf_counter(); pipeline_view(PipelineParams(schedule='1f1b', p={value}, m=12))"),
+    # Number boxes get a new value typed (a + click is too small a change to show in 2 digits); each
+    # repetition types another one, so no step is answered by a cache.
+    Target("zero", "/zero?nd=1024&unit=GiB", "ZeRO-3 per GPU", ".st-key-nd input",
+           ("512", "256", "2048", "128", "4096", "96", "8192", "48", "384"),
+           "from core.params import zero_page as zp\n"
+           "from core.params.memory import ZeroParams\n"
+           "from core.views import zero as zv\n"
+           "model, gpu = zp.PAGE['model'].default, zp.PAGE['gpu'].default\n"
+           "def run(nd):\n"
+           "    kw = {{'nd': nd}}\n"
+           "    if model != 'custom': kw['params'] = zv.preset_params(model)\n"
+           "    if gpu != 'custom': kw.update(zv.preset_gpu(gpu))\n"
+           "    shape = zv.preset_shape(model) if model != 'custom' else "
+           "zv.Shape(**{{k: s.default for k, s in zp.CUSTOM.items()}})\n"
+           "    zv.zero_view(ZeroParams(**kw), shape, None)\n"
+           "run(64)\n"
+           "T0 = time.perf_counter(); run({value})"),
+    Target("planner", "/planner?model=llama3-70b&gpus=64", "Step time", ".st-key-gpus input",
+           ("128", "32", "256", "16", "512", "48", "96", "192", "1024"),
+           "from core.params.planner import PlannerParams\n"
+           "from ui.cache_planner import plan_view\n"
+           "plan_view.__wrapped__(PlannerParams(model='llama3-8b', gpus=8))\n"
+           "T0 = time.perf_counter(); plan_view.__wrapped__(PlannerParams(model='llama3-70b', gpus={value}))"),
+)
+
+# Runs in the page before any of its scripts: marks the moments the benchmark reads.
+PROBE = """
+(() => {
+  const b = window.__bench = {label: null, first: null, drawnAt: null, value: null, changedAt: null, t0: null};
+  const visible = (e) => e && e.checkVisibility ? e.checkVisibility() : !!(e && e.offsetParent);
+  const metric = () => {
+    if (b.label === null) return null;
+    for (const m of document.querySelectorAll("[data-testid='stMain'] [data-testid='stMetric']")) {
+      const l = m.querySelector("[data-testid='stMetricLabel']");
+      const v = m.querySelector("[data-testid='stMetricValue']");
+      if (l && v && l.innerText.includes(b.label) && visible(v) && v.innerText.trim()) return v.innerText.trim();
+    }
+    return null;
+  };
+  const drawn = () => {
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if ([...document.querySelectorAll("[data-testid='stSkeleton']")].some(visible)) return false;
+    for (const c of document.querySelectorAll("[data-testid='stPlotlyChart']"))
+      if (visible(c) && !c.querySelector('.main-svg')) return false;
+    return metric() !== null;
+  };
+  const check = () => {
+    scheduled = false;
+    const now = performance.now();
+    const v = metric();
+    if (v !== null && b.first === null) b.first = now;
+    if (b.t0 !== null && b.changedAt === null && v !== null && v !== b.value) b.changedAt = now;
+    if (drawn()) { if (b.drawnAt === null) b.drawnAt = now; } else b.drawnAt = null;
+  };
+  // checked once per frame after a change (a check reads layout, so never inside React's own work)
+  let scheduled = false;
+  const schedule = () => { if (!scheduled) { scheduled = true; requestAnimationFrame(check); } };
+  b.arm = (label) => { b.label = label; schedule(); };
+  b.startStep = () => { b.value = metric(); b.changedAt = null; b.t0 = null; };
+  // the step starts when the browser dispatches the user's key or pointer event, not when playwright sends it
+  for (const type of ['keydown', 'pointerdown'])
+    window.addEventListener(type, () => { if (b.t0 === null && b.value !== null) b.t0 = performance.now(); }, true);
+  const start = () => new MutationObserver(schedule).observe(document.documentElement,
+    {subtree: true, childList: true, characterData: true, attributeFilter: ['data-test-script-state']});
+  if (document.documentElement) start(); else document.addEventListener('readystatechange', start, {once: true});
+  setInterval(schedule, 200);
+})();
+"""
+
+
+@dataclass
+class Sample:
+    first: float | None = None
+    whole: float | None = None
+    step: float | None = None
+    value: str = ""  # the stepped input's new value
+    error: str = ""
+
+
+@dataclass
+class Series:
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, what: str) -> float:
+        xs = [getattr(s, what) for s in self.samples if getattr(s, what) is not None]
+        return statistics.median(xs) if xs else float("nan")
+
+    def errors(self) -> list[str]:
+        return [s.error for s in self.samples if s.error]
+
+
+def load(browser, base: str, target: Target, step_value: str | None = None) -> Sample:
+    """Open target's link in a fresh context; measure first number, whole page and (with step_value) one step."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_S * 1000)
+    sample = Sample()
+    try:
+        page = context.new_page()
+        page.add_init_script(PROBE)
+        page.goto(base + target.path, wait_until="commit")
+        page.wait_for_function("() => window.__bench !== undefined")
+        page.evaluate("label => window.__bench.arm(label)", target.label)
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:  # drawn, and still drawn QUIET_S later (a rerun or a late chart resets it)
+            b = page.evaluate("() => ({first: window.__bench.first, drawnAt: window.__bench.drawnAt, "
+                              "now: performance.now()})")
+            if b["drawnAt"] is not None and b["now"] - b["drawnAt"] > QUIET_S * 1000:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not drawn within {TIMEOUT_S:.0f} s (first number: {b['first']})")
+            time.sleep(0.1)
+        sample.first, sample.whole = b["first"] / 1e3, b["drawnAt"] / 1e3
+        if step_value is not None:
+            page.evaluate("() => window.__bench.startStep()")
+            control = page.locator(target.step).first
+            if control.get_attribute("type") == "range":
+                control.focus()
+                now = float(control.get_attribute("value"))
+                control.press("ArrowRight" if float(step_value) > now else "ArrowLeft")
+            else:
+                control.fill(step_value)  # no key event: the step starts at Enter
+                control.press("Enter")
+            page.wait_for_function("() => window.__bench.changedAt !== null && window.__bench.t0 !== null")
+            b = page.evaluate("() => [window.__bench.t0, window.__bench.changedAt]")
+            sample.step = (b[1] - b[0]) / 1e3
+    except Exception as exc:  # reported, not raised: one bad sample must not hide the others
+        sample.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    finally:
+        context.close()
+    return sample
+
+
+def core_seconds(target: Target, value: str, runs: int = 1) -> float:
+    """Wall time of the core call for the stepped input `value`, in a fresh interpreter (nothing cached)."""
+    if not target.core:
+        return 0.0
+    code = "import time\n" + target.core.format(value=value) + "\nprint(time.perf_counter() - T0)"
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                             env={"STREAMLIT_LOGGER_LEVEL": "error", "PATH": "/usr/bin:/bin"})
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...], reps: int) -> dict[str, Series]:
+    """Interleave: each repetition opens the bare page, then every (server, target) in a shuffled order.
+
+    servers: {label: base URL}, e.g. {"": app} or {"before": baseline, "after": app}; a result is keyed
+    "<target> <label>".
+    """
+    from playwright.sync_api import sync_playwright
+
+    runs = [(f"{t.name} {label}".strip(), url, t) for t in targets for label, url in servers.items()]
+    results = {name: Series() for name in [BARE.name, *(r[0] for r in runs)]}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            load(browser, bare, BARE)  # warm-up, not counted: the servers' first imports and caches
+            for _, url, t in runs:
+                load(browser, url, t)
+            for rep in range(reps):
+                order = list(runs)
+                random.shuffle(order)
+                for name, url, t in [(BARE.name, bare, BARE), *order]:
+                    sample = load(browser, url, t, t.step_value(rep))
+                    sample.value = t.step_value(rep)
+                    results[name].samples.append(sample)
+                    print(f"  rep {rep + 1}/{reps} {name:<18} first {sample.first or float('nan'):5.2f} s  "
+                          f"whole {sample.whole or float('nan'):5.2f} s  step {sample.step or float('nan'):5.2f} s"
+                          + (f"  {sample.error}" if sample.error else ""), flush=True)
+        finally:
+            browser.close()
+    return results
+
+
+def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> list[dict]:
+    """Print the table and return run_all rows. A step's ratio is taken per sample (its own core time), then
+    the median of those is reported; `core` is the median core time of the values stepped to."""
+    floor = results[BARE.name]
+    f_first, f_whole, f_step = floor.median("first"), floor.median("whole"), floor.median("step")
+    rows = [{"benchmark": "bare page: first number / whole page / slider step (median, s)",
+             "value": f_first, "unit": "s", "target": f"whole {f_whole:.2f} s, step {f_step:.2f} s"}]
+    print(f"\n{'link':<52} {'first':>6} {'x floor':>7} {'whole':>6} {'x floor':>7} {'step':>5} "
+          f"{'core':>6} {'x (floor step + core)':>21}")
+    print(f"{'bare page ' + BARE.path:<52} {f_first:6.2f} {1:7.2f} {f_whole:6.2f} {1:7.2f} {f_step:5.2f} {0:6.3f} "
+          f"{1:21.2f}")
+    for name, s in results.items():
+        t = next((t for t in TARGETS if name.split()[0] == t.name), None)
+        if t is None:
+            continue
+        label = name[len(t.name):].strip()
+        first, whole, step = s.median("first"), s.median("whole"), s.median("step")
+        stepped = [x for x in s.samples if x.step is not None]
+        core = statistics.median(cores[t.name, x.value] for x in stepped) if stepped else float("nan")
+        r_first, r_whole = first / f_first, whole / f_whole
+        r_step = statistics.median(x.step / (f_step + cores[t.name, x.value]) for x in stepped) if stepped else \
+            float("nan")
+        print(f"{t.path + (f' ({label})' if label else ''):<52} {first:6.2f} {r_first:7.2f} {whole:6.2f} "
+              f"{r_whole:7.2f} {step:5.2f} {core:6.3f} {r_step:21.2f}")
+        what = f"browser {t.path}" + (f" ({label})" if label else "")
+        rows += [
+            {"benchmark": f"{what}: first number / bare page's", "value": r_first, "unit": "x", "target": "<= 1.3"},
+            {"benchmark": f"{what}: whole page drawn / bare page's", "value": r_whole, "unit": "x", "target": "<= 2"},
+            {"benchmark": f"{what}: step / (bare step + core {core * 1e3:.0f} ms)", "value": r_step, "unit": "x",
+             "target": "<= 1.3"},
+        ]
+    for name, s in results.items():
+        for e in s.errors():
+            print(f"  error ({name}): {e}")
+    print(f"(medians of {len(floor.samples)} repetitions; floor = bench/apps/bare_page.py, served by a second "
+          "server in the same run)")
+    return rows
+
+
+# --- the classroom: many students open the lecturer's links within a few seconds ------------------------------
+
+async def _student(browser, base: str, target: Target, delay: float, out: list, expected: str | None) -> None:
+    await asyncio.sleep(delay)
+    context = await browser.new_context(viewport={"width": 1280, "height": 720})
+    t_open = time.perf_counter()
+    try:
+        page = await context.new_page()
+        page.set_default_timeout(120_000)
+        await page.add_init_script(PROBE)
+        await page.goto(base + target.path, wait_until="commit")
+        await page.wait_for_function("() => window.__bench !== undefined")
+        await page.evaluate("label => window.__bench.arm(label)", target.label)
+        await page.wait_for_function("() => window.__bench.first !== null", polling=50)
+        first = await page.evaluate("() => window.__bench.first") / 1e3
+        value = await page.evaluate("() => window.__bench.value ?? null")
+        shown = await page.locator("[data-testid='stMain'] [data-testid='stMetric']").filter(
+            has_text=target.label).first.locator("[data-testid='stMetricValue']").inner_text()
+        wrong = expected is not None and shown.strip() != expected
+        out.append((target.name, first, "" if not wrong else f"shows {shown!r}, expected {expected!r}", value))
+    except Exception as exc:
+        out.append((target.name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
+                    time.perf_counter() - t_open))
+    finally:
+        await context.close()
+
+
+async def _classroom(base: str, students: int, window: float, expected: dict[str, str]) -> list:
+    from playwright.async_api import async_playwright
+
+    out: list = []
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            delays = sorted(random.uniform(0, window) for _ in range(students))
+            jobs = [_student(browser, base, TARGETS[i % len(TARGETS)], d, out, expected.get(TARGETS[i % 3].name))
+                    for i, d in enumerate(delays)]
+            await asyncio.gather(*jobs)
+        finally:
+            await browser.close()
+    return out
+
+
+def classroom(students: int, window: float) -> dict:
+    """`students` links (the three targets in turn) opened within `window` s against one fresh server process.
+
+    Every student's first number must equal what a lone visitor sees (the right view). Times include each
+    student's own page rendering: all of them share this machine's CPUs with the server, as they would not
+    in a classroom, so the p95 here is an upper bound.
+    """
+    from playwright.sync_api import sync_playwright
+
+    with serve(server_command(free_port()), "bench-classroom-server.log") as base:
+        expected: dict[str, str] = {}
+        with sync_playwright() as pw:  # what a lone visitor sees (also warms nothing: a new server follows)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for t in TARGETS:
+                context = browser.new_context(viewport=VIEWPORT)
+                page = context.new_page()
+                page.goto(base + t.path)
+                expected[t.name] = page.locator("[data-testid='stMain'] [data-testid='stMetric']").filter(
+                    has_text=t.label).first.locator("[data-testid='stMetricValue']").inner_text(timeout=120_000).strip()
+                context.close()
+            browser.close()
+    # a fresh server for the class itself: the first student meets cold caches, as in a lecture
+    with serve(server_command(free_port()), "bench-classroom-server.log") as base:
+        out = asyncio.run(_classroom(base, students, window, expected))
+    times = sorted(x[1] for x in out if x[1] is not None)
+    wrong = [x for x in out if x[2]]
+    p95 = times[min(len(times) - 1, int(0.95 * len(times)))] if times else float("nan")
+    return {"students": students, "window_s": window, "shown": len(times), "wrong_or_failed": len(wrong),
+            "errors": [f"{x[0]}: {x[2]}" for x in wrong][:5], "p50_s": statistics.median(times) if times else None,
+            "p95_s": p95, "max_s": times[-1] if times else None}
+
+
+def bench_rows(reps: int = 5) -> list[dict]:
+    """For bench/run_all.py: the ratios of the three links against the bare page (needs Chromium)."""
+    if not Path(CHROMIUM).exists():
+        return [{"benchmark": f"browser benchmark skipped: no Chromium at {CHROMIUM}", "value": float("nan"),
+                 "unit": "", "target": ""}]
+    return run(reps, TARGETS)
+
+
+def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None) -> list[dict]:
+    """Serve the app (as the Dockerfile does), the bare page and optionally a baseline checkout; measure."""
+    cores = {(t.name, v): core_seconds(t, v) for t in targets for v in {t.step_value(r) for r in range(reps)}}
+    with contextlib.ExitStack() as stack:
+        app = stack.enter_context(serve(server_command(free_port()), "bench-browser-app.log"))
+        bare = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(BARE_APP),
+                                          "--server.headless=true", f"--server.port={free_port()}"],
+                                         "bench-browser-bare.log"))
+        servers = {"": app}
+        if baseline is not None:
+            command = server_command(free_port())
+            command[command.index("app.py")] = str(baseline / "app.py")
+            servers = {"before": stack.enter_context(serve(command, "bench-browser-baseline.log")), "after": app}
+        results = side_by_side(servers, bare, targets, reps)
+    return report(results, cores)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per link (medians are reported)")
+    ap.add_argument("--only", default="", help="only the targets whose name contains this (pipeline, zero, planner)")
+    ap.add_argument("--classroom", type=int, default=0, metavar="N",
+                    help="also open N links within --window seconds against one fresh server (0: skip)")
+    ap.add_argument("--window", type=float, default=10.0)
+    ap.add_argument("--skip-side-by-side", action="store_true")
+    ap.add_argument("--baseline", type=Path, help="also serve the app from this checkout (e.g. `git archive main`) "
+                                                  "and report it as 'before', side by side in the same run")
+    args = ap.parse_args()
+    if not args.skip_side_by_side:
+        run(args.reps, tuple(t for t in TARGETS if args.only in t.name), args.baseline)
+    if args.classroom:
+        result = classroom(args.classroom, args.window)
+        print("\nclassroom:", ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                         for k, v in result.items()))
+        return 1 if result["wrong_or_failed"] else 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
