@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.runtime import keep_freed_memory
 from ui.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
-from ui.links import ROOT, available_pages
+from ui.links import ROOT, available_pages, share_slot
 
 keep_freed_memory()  # see core/runtime.py: a new large configuration reuses memory instead of re-faulting it
 
@@ -31,4 +31,8 @@ current = st.navigation(pages, position="sidebar")
 
 sidebar_brand()
 presentation_toggle()  # in the main script, so `present` stays in the URL on every page
-current.run()
+share_slot(st.sidebar.container())  # every page's link to share goes here (ui.links.copy_link_box)
+try:
+    current.run()
+finally:
+    share_slot(None)

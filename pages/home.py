@@ -3,9 +3,10 @@
 import streamlit as st
 
 from ui.layout import APP_NAME, APP_TAGLINE
-from ui.links import PAGES, available_pages, link_to_page
+from ui.links import PAGES, available_pages, copy_link_box, link_to_page
 
 st.title(APP_NAME)
+copy_link_box({}, {}, "")
 st.markdown(APP_TAGLINE)
 
 st.subheader("What it answers")

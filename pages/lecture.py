@@ -131,4 +131,4 @@ with tabs[2]:
     if box := answer("r6_ans", show):
         box.markdown(lt.a_r6(cl.more_microbatches(p, m0, m1)))
 
-copy_link_box(values | {"part": st.session_state.get("part", PARTS[0])}, SPECS, "lecture", container=st.sidebar)
+copy_link_box(values | {"part": st.session_state.get("part", PARTS[0])}, SPECS, "lecture")

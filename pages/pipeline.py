@@ -17,9 +17,17 @@ from core.pipeline.timeline_view import BINS, cursor_time
 from core.pipeline.view import cli_command
 from ui import cache_pipeline as cache
 from ui import figures_pipeline as figs
-from ui.inputs_pipeline import check_compare_url, compare_input, compare_notices, cursor_input, share_link
-from ui.layout import is_presentation, page_header
+from ui.inputs_pipeline import (
+    check_compare_url,
+    compare_input,
+    compare_notices,
+    cursor_input,
+    peek_compare,
+    share_link,
+)
+from ui.layout import first_paint, is_presentation, page_header
 from ui.pipeline_memory import (
+    STAGE_KEYS,
     derivation,
     equal_memory_notes,
     frontier_section,
@@ -29,7 +37,7 @@ from ui.pipeline_memory import (
     view_toggles,
 )
 from ui.url_state import sync_url
-from ui.widgets import show_notices, spec_input, url_inputs
+from ui.widgets import confirm, peek, show_notices, spec_input, url_inputs
 
 MAIN = ["schedule", "p", "m", "v", "tf", "tb", "tw", "tcomm", "iterations", "recompute"]
 STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1}
@@ -47,26 +55,17 @@ page_header("pipeline")
 present = is_presentation()
 dark = getattr(st.context.theme, "type", None) == "dark"
 veil = st.get_option(f"theme.{'dark' if dark else 'light'}.backgroundColor") or "#ffffff"
-view_values = {}
 
 # The whole URL is checked before any widget exists (each check may rerun once, keeping its notices);
 # what could not be used is said here, in plain text.
 check_compare_url()
 show_notices(sync_url({**PIPELINE, **VIEW}) + compare_notices())
 
-with st.sidebar:
-    st.header("Schedule and costs")
-    values = url_inputs(PIPELINE, ["schedule"])
-    entry = REGISTRY[values["schedule"]]
-    st.caption(entry.summary)
-    options = {k: {"step": s} for k, s in STEP.items()} | {"v": {"disabled": entry.chunks != "v"}}
-    values |= url_inputs(PIPELINE, MAIN[1:], options=options)
-    values |= stage_inputs()
-    st.header("Compare")
-    others = [s for s in compare_input() if s != values["schedule"]]
-    view_values |= view_toggles()
-    view_values["img"] = img = spec_input(VIEW["img"], widget="radio", horizontal=True)
-
+# Numbers first (ui.widgets.peek): the headline is computed from the values the widgets will return
+# and drawn before the sidebar's widgets, so a shared link shows its numbers first.
+values = peek(PIPELINE, MAIN + STAGE_KEYS)
+view_values = peek(VIEW)
+others = [s for s in peek_compare() if s != values["schedule"]]
 params = PipelineParams(**values)
 equal = bool(others) and view_values["equal_mem"]
 chosen, matched_rows, unmatched = matched(params, others) if equal else ({}, [], [])
@@ -81,27 +80,44 @@ for name in names:
 
 if params.schedule in refused:
     st.error(f"{params.schedule}: {refused[params.schedule]}", icon=":material/block:")
+main = views.get(params.schedule)
+if main is not None:
+    h = main.headline()
+    cols = st.columns(5 if params.schedule == "pipedream" or params.iterations > 1 else 4)
+    cols[0].metric("Makespan", num(h["makespan"]), help="Time from the first op to the last (time units).")
+    cols[1].metric("Bubble: idle share", pct(h["idle share"]),
+                   help="Idle time / (p x makespan): the idle share of the whole timeline, all devices.")
+    cols[2].metric("Bubble: relative to ideal", pct(h["relative to ideal"]),
+                   help="Idle time / busy time (the (p-1)/m convention of the Megatron-LM paper).")
+    cols[3].metric("Peak activation", num(h["peak activation"]),
+                   help="Most activations one device holds at once, in micro-batches of one device's share of "
+                        "layers (L/p): 1F1B's device 0 holds p, a V schedule's half-device chunk counts 1/2.")
+    if len(cols) > 4:
+        cols[4].metric("Weight versions", f"{h['weight versions']}",
+                       help="Most weight versions one device stores at once (PipeDream stashes stale weights).")
+share_link({**values, **view_values}, others)  # early: a link copied while the page reruns is already this view's
+first_paint()
+
+with st.sidebar:
+    st.header("Schedule and costs")
+    actual = url_inputs(PIPELINE, ["schedule"])
+    entry = REGISTRY[actual["schedule"]]
+    st.caption(entry.summary)
+    options = {k: {"step": s} for k, s in STEP.items()} | {"v": {"disabled": entry.chunks != "v"}}
+    actual |= url_inputs(PIPELINE, MAIN[1:], options=options)
+    actual |= stage_inputs()
+    st.header("Compare")
+    chosen_names = [s for s in compare_input() if s != actual["schedule"]]
+    actual |= view_toggles()
+    actual["img"] = img = spec_input(VIEW["img"], widget="radio", horizontal=True)
+
 for name in others:
     if name in refused:
         st.warning(f"{name} cannot run these inputs: {refused[name]}", icon=":material/info:")
 
 if views:
     drawn = list(views.values())
-    main = views.get(params.schedule)
     if main is not None:
-        h = main.headline()
-        cols = st.columns(5 if params.schedule == "pipedream" or params.iterations > 1 else 4)
-        cols[0].metric("Makespan", num(h["makespan"]), help="Time from the first op to the last (time units).")
-        cols[1].metric("Bubble: idle share", pct(h["idle share"]),
-                       help="Idle time / (p x makespan): the idle share of the whole timeline, all devices.")
-        cols[2].metric("Bubble: relative to ideal", pct(h["relative to ideal"]),
-                       help="Idle time / busy time (the (p-1)/m convention of the Megatron-LM paper).")
-        cols[3].metric("Peak activation", num(h["peak activation"]),
-                       help="Most activations one device holds at once, in micro-batches of one device's share of "
-                            "layers (L/p): 1F1B's device 0 holds p, a V schedule's half-device chunk counts 1/2.")
-        if len(cols) > 4:
-            cols[4].metric("Weight versions", f"{h['weight versions']}",
-                           help="Most weight versions one device stores at once (PipeDream stashes stale weights).")
         s = main.summary
         if s["formula_expression"]:
             st.caption(f"Closed form: `{s['formula_expression']}` ({s['formula_convention']} convention). "
@@ -120,7 +136,7 @@ if views:
 
     st.subheader("Timeline")
     timelines = [v.timeline for v in drawn]
-    cursor = view_values["cursor"] = cursor_input(timelines)
+    cursor = actual["cursor"] = cursor_input(timelines)
     t = cursor_time(timelines, cursor)
     title = [f"{v.params.schedule}: makespan {num(v.summary['makespan'])}, idle {pct(v.summary['bubble_fraction'])}"
              for v in drawn]
@@ -189,4 +205,5 @@ if views:
                                    icon=":material/download:", help="Open in chrome://tracing or ui.perfetto.dev.")
         st.caption(f"Same numbers on the command line: `{cli_command(params)}`")
 
-share_link({**values, **view_values}, others)
+# The numbers above were drawn from peeked values: if a widget disagreed, draw the page again (once).
+confirm({**values, **view_values, "compare": others}, {**actual, "compare": chosen_names})

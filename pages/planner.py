@@ -8,10 +8,10 @@ from core.params.planner import ASSUMPTIONS, GPU_KEYS, MODEL_KEYS, PLAN, SEARCH,
 from core.units import fmt_bytes
 from ui import cache_planner as cp
 from ui import figures_planner as fp
-from ui.layout import page_header
+from ui.layout import first_paint, page_header
 from ui.links import copy_link_box, link_to_page
 from ui.url_state import sync_url
-from ui.widgets import show_notices, spec_input
+from ui.widgets import confirm, peek, show_notices, spec_input
 
 SPECS = {**PLAN, **VIEW}
 EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
@@ -21,8 +21,33 @@ EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
 page_header("planner")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
 
+# --- numbers first (ui.widgets.peek): the best layout, from the values the inputs below will return -------
+v: dict = peek(SPECS)
+peeked = dict(v)
+try:
+    q = PlannerParams(**{k: x for k, x in v.items() if k in PLAN})
+    view = cp.plan_view(q)
+except InputError as exc:
+    view = None
+    st.error(f"These inputs cannot be planned: {exc}", icon=":material/error:")
+else:
+    rec = view.recommendation
+    best = view.top_feasible.iloc[0] if view.feasible else None
+    if best is not None:
+        cols = st.columns(4)
+        extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep") if best[k] > 1)
+        cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}{extra}")
+        cols[1].metric("Step time", f"{best['step_time_s']:,.2f} s")
+        cols[2].metric("MFU", f"{best['mfu']:.1%}")
+        cols[3].metric("Memory per GPU", fmt_bytes(best["memory_bytes"], digits=1),
+                       help=f"of {fmt_bytes(view.usable_bytes, digits=1)} usable (GB = 1e9 bytes)")
+        (st.success if rec.feasible else st.warning)(rec.headline)
+    else:
+        st.warning(rec.headline, icon=":material/block:")
+copy_link_box(v, SPECS, "planner")  # early: a link copied while the page reruns is already this view's
+first_paint()
+
 # --- inputs ----------------------------------------------------------------------------------------------
-v: dict = {}
 for col, key in zip(st.columns([3, 3, 2, 2, 2, 2]), ("model", "gpu", "gpus", "batch", "seq", "mb_sizes"), strict=True):
     v[key] = spec_input(PLAN[key], container=col)
 for col, key in zip(st.columns([3, 3, 6]), TARGET, strict=False):
@@ -46,12 +71,8 @@ with st.expander("Training and step-time assumptions (each with its justificatio
     for i, key in enumerate(("precision", "optimizer", "k", *ASSUMPTIONS)):
         v[key] = spec_input(PLAN[key], container=cols[i % 4])
 
-try:
-    q = PlannerParams(**{k: x for k, x in v.items() if k in PLAN})
-    view = cp.plan_view(q)
-except InputError as exc:
-    st.error(f"These inputs cannot be planned: {exc}", icon=":material/error:")
-    copy_link_box(v, SPECS, "planner")
+confirm(peeked, v)  # the numbers above came from peeked values: rerun once if a widget disagreed
+if view is None:
     st.stop()
 
 # --- summary and recommendation --------------------------------------------------------------------------
@@ -59,19 +80,6 @@ st.caption(f"{view.title}. {view.candidates:,} candidates, {view.feasible:,} fea
            f"{view.simulations} pipeline simulations run for this plan (the others came from the cache).")
 for note in view.notes:
     st.info(note, icon=":material/info:")
-rec = view.recommendation
-best = view.top_feasible.iloc[0] if view.feasible else None
-if best is not None:
-    cols = st.columns(4)
-    extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep") if best[k] > 1)
-    cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}{extra}")
-    cols[1].metric("Step time", f"{best['step_time_s']:,.2f} s")
-    cols[2].metric("MFU", f"{best['mfu']:.1%}")
-    cols[3].metric("Memory per GPU", fmt_bytes(best["memory_bytes"], digits=1),
-                   help=f"of {fmt_bytes(view.usable_bytes, digits=1)} usable (GB = 1e9 bytes)")
-    (st.success if rec.feasible else st.warning)(rec.headline)
-else:
-    st.warning(rec.headline, icon=":material/block:")
 with st.container(border=True):
     for title, items in rec.sections():
         if title in ("Assumptions", "Search notes"):
@@ -131,5 +139,4 @@ for tab, (kind, _, name, lang) in zip(st.tabs([e[1] for e in EXPORTS]), EXPORTS,
             tab.code(art.setup, language="python")
         tab.markdown("\n".join(f"- {n}" for n in art.notes))
 
-copy_link_box(v | {k: x for k, x in (("y", metric), ("feasible_only", only), ("rows", rows), ("pick", pick))},
-              SPECS, "planner")
+confirm({k: peeked[k] for k in VIEW}, {"y": metric, "feasible_only": only, "rows": rows, "pick": pick}, "view")

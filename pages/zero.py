@@ -7,22 +7,40 @@ import streamlit as st
 
 from core.errors import InputError
 from core.params import zero_page as zp
-from core.params.memory import ZERO, ZeroParams
+from core.params.memory import ZERO
 from core.views import zero as zv
 from ui import cache_zero as cz
 from ui import figures_zero as fz
-from ui.layout import page_header
+from ui.layout import first_paint, page_header
 from ui.links import copy_link_box
 from ui.url_state import sync_url
-from ui.widgets import show_notices, spec_input
+from ui.widgets import confirm, peek, show_notices, spec_input
 
 SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.ACT, **zp.WRAP, **zp.DEMO}
 
 page_header("zero")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
 
+# --- numbers first (ui.widgets.peek): the totals per GPU, from the values the inputs below will return ---
+v: dict = peek(SPECS)
+peeked = dict(v)
+unit = v["unit"]
+try:
+    q, shape, act = zv.from_inputs(v)
+    view = cz.zero_view(q, shape, act)
+except InputError as exc:
+    view = None
+    st.error(f"These inputs cannot be used: {exc}", icon=":material/error:")
+else:
+    for col, bar in zip(st.columns(4), view.bars, strict=True):
+        col.metric(f"{bar.label} per GPU", fz.amount(bar.total, unit),
+                   delta="fits" if bar.fits else "does not fit", delta_color="normal" if bar.fits else "inverse",
+                   delta_arrow="off", help=f"{fz.both_units(bar.total)}; headroom {fz.both_units(bar.headroom)}; "
+                                           f"smallest N_d that fits: {fz._nd_text(bar.smallest_nd)}")
+copy_link_box(v, SPECS, "zero")  # early: a link copied while the page reruns is already this view's
+first_paint()
+
 # --- inputs ----------------------------------------------------------------------------------------------
-v: dict = {}
 row = st.columns(4)
 v["model"] = spec_input(zp.PAGE["model"], container=row[0])
 if v["model"] == "custom":
@@ -59,16 +77,11 @@ if v["model"] == "custom":
         cols = st.columns(3)
         for i, key in enumerate(zp.CUSTOM):
             v[key] = spec_input(zp.CUSTOM[key], container=cols[i % 3])
-    shape = zv.Shape(**{k: v[k] for k in zp.CUSTOM})
-else:
-    shape = zv.preset_shape(v["model"])
-act = None
 if v["act"]:
     with st.expander("Activations: micro-batch, recomputation and the schedule they come from", expanded=True):
         cols = st.columns(3)
         for i, key in enumerate(zp.ACT):
             v[key] = spec_input(zp.ACT[key], container=cols[i % 3])
-    act = zv.ActInputs(**{k: v[k] for k in zp.ACT})
 
 main = st.container()  # filled once the tab inputs below are known
 tabs = st.tabs(list(zp.TABS), key="tab", bind="query-params")
@@ -83,19 +96,8 @@ with tabs[4]:
     cols = st.columns(5)
     v.update({k: spec_input(zp.DEMO[k], container=cols[i]) for i, k in enumerate(zp.DEMO)})
 
-zero = {k: v[k] for k in ZERO if k in v}
-if v["model"] != "custom":
-    zero["params"] = zv.preset_params(v["model"])
-    zero["expert_params"] = zv.preset_expert_params(v["model"])
-if v["gpu"] != "custom":
-    zero.update(zv.preset_gpu(v["gpu"]))
-unit = v["unit"]
-try:
-    q = ZeroParams(**zero)
-    view = cz.zero_view(q, shape, act)
-except InputError as exc:
-    main.error(f"These inputs cannot be used: {exc}", icon=":material/error:")
-    copy_link_box(v, SPECS, "zero", container=st.sidebar)
+confirm(peeked, v)  # the numbers above came from peeked values: rerun once if a widget disagreed
+if view is None:
     st.stop()
 
 # --- the main view ---------------------------------------------------------------------------------------
@@ -117,12 +119,6 @@ with main:
            f"p = {view.act.p}, m = {view.act.m} ({fz.both_units(view.act.report['peak'])} at the peak)."
            if view.act else "")
     )
-    metrics = st.columns(4)
-    for col, bar in zip(metrics, view.bars, strict=True):
-        col.metric(f"{bar.label} per GPU", fz.amount(bar.total, unit),
-                   delta="fits" if bar.fits else "does not fit", delta_color="normal" if bar.fits else "inverse",
-                   delta_arrow="off", help=f"{fz.both_units(bar.total)}; headroom {fz.both_units(bar.headroom)}; "
-                                           f"smallest N_d that fits: {fz._nd_text(bar.smallest_nd)}")
     left, right = st.columns(2)
     left.plotly_chart(fz.memory_bars(view.bars, unit, view.gpu_bytes, rep.usable, q.stage), key="zero_bars")
     right.plotly_chart(fz.memory_vs_nd(view.curve, view.limits, unit, q.nd, view.gpu_bytes), key="zero_curve")
@@ -220,4 +216,3 @@ with tabs[4]:
                 f"Mean |theta - target| {eq.error_start:.3f} -> {eq.error_end:.3f} (loss {eq.loss_start:.3f} -> "
                 f"{eq.loss_end:.3f}).")
 
-copy_link_box(v, SPECS, "zero", container=st.sidebar)

@@ -42,6 +42,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
     st_config.get_config_options()  # parse .streamlit/config.toml now, so our override wins
     st_config.set_option("client.showErrorDetails", "full", "tests/conftest.py")
+    import ui.layout
+
+    ui.layout.FIRST_PAINT_S = 0.0  # AppTest runs need no pause for a browser's first paint
+
+
+def shared_link(at) -> str:
+    """The link to share that a page shows (ui.links.copy_link_box), from an AppTest run."""
+    for md in at.markdown:
+        found = re.match(r"Link to this view: \[`([^`]*)`\]", md.value)
+        if found:
+            return found.group(1)
+    raise AssertionError("no link to share on the page")
 
 
 # --- the server, as the Dockerfile runs it -----------------------------------------------------

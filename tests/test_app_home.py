@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core.errors import InputError
 from core.params import all_tables
 from core.params.pipeline import PIPELINE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_link
 from ui.cache import cached, clear_all
 from ui.links import PAGES, available_pages, encode_params, page_link_with_params
 from ui.url_state import format_value
@@ -92,7 +92,7 @@ def test_defaults_when_the_url_is_empty():
     assert values_of(at) == {k: list(s.default) if s.kind == "floats" else s.default for k, s in PIPELINE.items()}
     assert notices_of(at) == [] and not at.warning
     assert at.query_params == {}
-    assert at.code[0].value == "/pipeline"
+    assert shared_link(at) == "/pipeline"
 
 
 def test_url_values_seed_the_widgets():
@@ -162,7 +162,7 @@ def test_typed_text_is_checked_like_the_url():
 
 def test_share_link_uses_the_browser_address_and_non_default_values():
     at = run(INPUTS_PAGE, {"p": "8", "schedule": "gpipe"}, {"url": "https://planner.example/pipeline"})
-    assert at.code[0].value == "https://planner.example/pipeline?schedule=gpipe&p=8"
+    assert shared_link(at) == "https://planner.example/pipeline?schedule=gpipe&p=8"
 
 
 def _spec_tables():

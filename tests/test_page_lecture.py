@@ -16,7 +16,7 @@ from core.errors import InputError
 from core.memory import states as memory
 from core.params.lecture import LECTURE
 from core.views import lecture
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_link
 
 PAGE = str(ROOT / "pages" / "lecture.py")
 TIMEOUT = 30
@@ -112,7 +112,7 @@ def test_default_view_shows_questions_with_the_seed_numbers_and_no_answers():
     assert answers(at) == [] and not at.get("plotly_chart")  # nothing revealed, nothing computed
     assert at.slider(key="e1_p").value == 8 and at.slider(key="e1_idle").value == 10.0
     assert at.query_params == {}
-    assert at.code[-1].value == "/lecture"
+    assert shared_link(at) == "/lecture"
 
 
 def test_revealed_exercises_show_live_answers_and_figures():

@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.pipeline.result import PipelineParams, simulate
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_link
 from tests.test_pipeline_seed import SEED_1F1B_4_8
 
 PAGE = str(ROOT / "pages" / "pipeline.py")
@@ -74,7 +74,7 @@ def test_default_view_is_the_seed_1f1b_example():
     bubble = at.dataframe[0].value
     assert list(bubble["closed form"][:3]) == pytest.approx([9, 3 / 11, 3 / 8])
     assert [b.label for b in at.get("download_button")] == ["PyTorch action CSV", "Chrome trace (JSON)"]
-    assert at.code[-1].value == "/pipeline" and at.query_params == {}
+    assert shared_link(at) == "/pipeline" and at.query_params == {}
 
 
 # --- each input changes what it should ----------------------------------------------------------
@@ -173,7 +173,7 @@ def test_url_parameters_seed_every_widget():
     assert list(at.dataframe[0].value["schedule"]) == ["zb-h1", "zbv", "gpipe"]
     # ZB-H1: ideal 16 x 3 plus (p-1)(T_F+T_B-T_W) = 7
     assert makespan(at) == 55
-    assert at.code[-1].value == ("/pipeline?schedule=zb-h1&p=8&m=16&tb=1&tw=1&cursor=25&img=svg"
+    assert shared_link(at) == ("/pipeline?schedule=zb-h1&p=8&m=16&tb=1&tw=1&cursor=25&img=svg"
                                  "&compare=zbv&compare=gpipe")
 
 

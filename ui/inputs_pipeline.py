@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlencode
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -22,7 +21,7 @@ from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import COMPARE, VIEW
 from core.pipeline.timeline_view import TimelineView, step_cursor
-from ui.links import share_url
+from ui.links import copy_link_box
 from ui.widgets import help_of, label_of, show_notices, spec_input
 
 _NOTICES = "_pipeline_compare_notices"
@@ -76,6 +75,19 @@ def compare_notices() -> list[str]:
     return st.session_state.pop(_NOTICES, [])
 
 
+def peek_compare() -> list[str]:
+    """The schedules compare_input will return in this run, before it exists (see ui.widgets.peek)."""
+    key = COMPARE.key
+    raw = st.session_state[key] if key in st.session_state else st.query_params.get_all(key)
+    out: list[str] = []
+    for item in raw or []:
+        try:
+            out.append(COMPARE.parse(item))
+        except InputError:
+            continue
+    return out[:COMPARE.max_items]
+
+
 def compare_input(container: Any = None) -> list[str]:
     """The schedules to draw under the main one (checked values, in the order chosen)."""
     box = container if container is not None else st
@@ -107,9 +119,5 @@ def cursor_input(views: Sequence[TimelineView]) -> float:
 def share_link(values: dict[str, Any], compare: Sequence[str]) -> str:
     """Show the link that reopens this view (engine inputs, view inputs and compared schedules); return it."""
     specs = {**PIPELINE, **VIEW}
-    url = share_url({k: values[k] for k in specs if k in values}, specs, "pipeline")  # keys in table order
-    if compare:
-        url += ("&" if "?" in url else "?") + urlencode([(COMPARE.key, c) for c in compare])
-    st.caption("Link to this view (copy it to share exactly these settings):")
-    st.code(url, language=None, wrap_lines=True)
-    return url
+    return copy_link_box({k: values[k] for k in specs if k in values}, specs, "pipeline",  # keys in table order
+                         repeated=[(COMPARE.key, c) for c in compare])

@@ -8,6 +8,7 @@ built from user input.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,27 @@ def presentation_toggle(container: Any = None) -> bool:
 def is_presentation() -> bool:
     """Whether presentation mode is on (for figure builders that scale their fonts)."""
     return bool(st.session_state.get("present", False))
+
+
+# How long a session's first run waits after its headline numbers (see first_paint). Tests set it to 0.
+FIRST_PAINT_S = 0.25
+_PAINTED = "_ui_first_paint_done"
+
+
+def first_paint() -> None:
+    """Once per session, right after the headline numbers: give the browser a moment to show them.
+
+    Measured with bench/bench_browser.py: every widget, chart and table kind is a script the browser loads
+    on first use, and React reveals a loaded element at most every 300 ms after the last placeholder it
+    showed. When the page's widgets and its Plotly chart (a 4.7 MB script, over a second to evaluate on
+    a small machine) arrive right behind the numbers, the numbers stay hidden until the chart's script
+    has run. A quarter of a second first lets them be drawn; later runs (a slider step) do not wait.
+    """
+    if st.session_state.get(_PAINTED):
+        return
+    st.session_state[_PAINTED] = True
+    if FIRST_PAINT_S > 0:
+        time.sleep(FIRST_PAINT_S)
 
 
 def run_through_app() -> None:

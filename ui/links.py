@@ -16,11 +16,12 @@ in that case link_to_page falls back to a plain same-tab link (a fresh load of t
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import streamlit as st
 
@@ -140,11 +141,27 @@ def share_url(values: Mapping[str, Any], specs: Mapping[str, Spec], page: str | 
     return base + (f"?{query}" if query else "")
 
 
+_SLOT = threading.local()  # one script run per thread: app.py's sidebar slot for the share link
+
+
+def share_slot(container: Any | None) -> None:
+    """Where copy_link_box draws by default (app.py: a sidebar container under the presentation toggle)."""
+    _SLOT.box = container
+
+
 def copy_link_box(values: Mapping[str, Any], specs: Mapping[str, Spec], page: str | PageEntry | None = None,
-                  *, container: Any = None) -> str:
-    """Show the share link in a code box (it has a copy button); return the URL."""
+                  *, container: Any = None, repeated: Sequence[tuple[str, str]] = ()) -> str:
+    """Show the link to this view in the same place on every page (app.py's sidebar slot); return the URL.
+
+    repeated: extra (key, value) pairs for keys that repeat in the URL (?compare=a&compare=b).
+    The link is plain markdown, drawn with the first elements of the page: st.code would make the browser
+    load a 1.5 MB syntax highlighter for it (bench/bench_browser.py).
+    """
     url = share_url(values, specs, page)
-    box = container if container is not None else st
-    box.caption("Link to this view (copy it to share exactly these settings):")
-    box.code(url, language=None, wrap_lines=True)
+    if repeated:
+        url += ("&" if "?" in url else "?") + urlencode(list(repeated))
+    box = container if container is not None else getattr(_SLOT, "box", None) or st.sidebar
+    safe = quote(url, safe=":/?&=%#+,;@!")  # nothing that could end the markdown link or code span
+    box.markdown(f"Link to this view: [`{safe}`]({safe})  \n"
+                 ":small[Copy it (right-click, Copy link) to share exactly these settings.]")
     return url

@@ -11,6 +11,12 @@ SLIDER_MAX_SPAN else number_input, float -> number_input, floats -> text input).
 widget exists the URL is checked with our own parser (ui.url_state.sync_url), so a hand-edited link
 never reaches a widget unchecked, and what was wrong is shown as plain text (show_notices).
 Returned values are parsed by the Spec again, so a page gets typed, in-range values only.
+
+Numbers first: a page can draw its headline numbers before its widgets exist, so a shared link shows
+them first (the browser draws elements in the order they arrive, and every widget kind costs it a
+script to load). `peek` returns the values the widgets are going to return in this run; after the
+widgets exist, `confirm` reruns once in the rare case a widget disagreed, so the screen never shows
+numbers for other inputs than the widgets do.
 """
 
 from __future__ import annotations
@@ -102,6 +108,47 @@ def spec_input(spec: Spec, *, container: Any = None, widget: str | None = None, 
     except InputError as exc:  # only reachable by typing into a text input
         show_notices([f"{exc} - using the default ({spec.default!r})."], container, INPUT_NOTICE_TITLE)
         return spec.default
+
+
+def peek(specs: Mapping[str, Spec], keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """The values the widgets of `keys` will return in this run, known before they exist.
+
+    A widget's value is its state (the user's last change, or a callback's) when it has one, else the
+    URL's value (checked and made canonical by sync_url before), else the default: the same order in
+    which Streamlit seeds a URL-bound widget. Call sync_url for these keys first.
+    """
+    out: dict[str, Any] = {}
+    for key in specs if keys is None else keys:
+        spec = specs[key]
+        if key in st.session_state:
+            raw = st.session_state[key]
+        elif key in st.query_params:
+            values = st.query_params.get_all(key)
+            raw = values[0] if len(values) == 1 else values
+        else:
+            out[key] = spec.default
+            continue
+        try:
+            out[key] = None if raw is None and spec.default is None else spec.parse(raw)
+        except InputError:
+            out[key] = spec.default
+    return out
+
+
+_CONFIRM = "_ui_peek_rerun"
+
+
+def confirm(peeked: Mapping[str, Any], actual: Mapping[str, Any], name: str = "") -> None:
+    """Rerun once if a widget returned another value than `peek` said (the numbers drawn are then stale).
+
+    name: one per call site, when a page confirms in several places.
+    """
+    key = f"{_CONFIRM}{name}"
+    differs = sorted(k for k in peeked if k in actual and actual[k] != peeked[k])
+    if differs and st.session_state.get(key) != differs:
+        st.session_state[key] = differs
+        st.rerun()
+    st.session_state.pop(key, None)
 
 
 def url_inputs(

@@ -8,7 +8,9 @@ simulation) become notes, so the rest of the view still draws. Bytes throughout;
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,7 @@ from core.memory import activations, deepspeed_estimate, experts, fit
 from core.memory import states as memory
 from core.memory.offload import PARAM_OFFLOADS, nvme_traffic, placement, supported
 from core.model import counts, presets
+from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import peak_inflight
@@ -224,6 +227,25 @@ class ActInputs:
     m: int
     v: int
     cp: int = 1  # context parallelism: every activation term / cp
+
+
+def from_inputs(v: Mapping[str, Any]) -> tuple[ZeroParams, Shape, ActInputs | None]:
+    """The ZeRO page's inputs (by URL key, as core.params.zero_page names them) as core's parameters.
+
+    A named model sets Psi and the shape, a named GPU its memory, GPUs per node and bandwidth; "custom" takes
+    the typed values. Raises InputError for a combination ZeroParams refuses.
+    """
+    zero = {k: v[k] for k in ZERO if k in v}
+    if v["model"] != "custom":
+        zero["params"] = preset_params(v["model"])
+        zero["expert_params"] = preset_expert_params(v["model"])
+        shape = preset_shape(v["model"])
+    else:
+        shape = Shape(**{k: v[k] for k in zero_page.CUSTOM})
+    if v["gpu"] != "custom":
+        zero.update(preset_gpu(v["gpu"]))
+    act = ActInputs(**{k: v[k] for k in zero_page.ACT}) if v["act"] else None
+    return ZeroParams(**zero), shape, act
 
 
 @dataclass(frozen=True)
