@@ -36,6 +36,7 @@ from ui.pipeline_memory import (
     stage_section,
     view_toggles,
 )
+from ui.upload_pipeline import action_table_section
 from ui.url_state import sync_url
 from ui.widgets import confirm, peek, show_notices, spec_input, url_inputs
 
@@ -205,5 +206,6 @@ if views:
                                    icon=":material/download:", help="Open in chrome://tracing or ui.perfetto.dev.")
         st.caption(f"Same numbers on the command line: `{cli_command(params)}`")
 
+action_table_section(params, present, veil)
 # The numbers above were drawn from peeked values: if a widget disagreed, draw the page again (once).
 confirm({**values, **view_values, "compare": others}, {**actual, "compare": chosen_names})

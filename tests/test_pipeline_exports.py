@@ -11,6 +11,7 @@ from core.errors import InputError
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
 
+OVERLAP = re.compile(r"^\((\w+);(\w+)\)OVERLAP_F_B$")  # DualPipe's fused pair, as PyTorch writes it
 ACTION = re.compile(r"^(\d+)([FBIW])(\d+)$")
 
 
@@ -20,7 +21,9 @@ def test_pytorch_csv_has_one_row_per_rank_and_every_action_once(schedule, split)
     r = simulate(PipelineParams(schedule=schedule, p=4, m=8, v=2, iterations=2))
     rows = list(csv.reader(io.StringIO(pytorch_actions_csv(r.schedule))))
     assert len(rows) == 4
-    seen = [ACTION.match(a).groups() for row in rows for a in row]
+    cells = [a for row in rows for cell in row for a in OVERLAP.sub(r"\1;\2", cell).split(";")]
+    seen = [ACTION.match(a).groups() for a in cells]
+    assert ("OVERLAP_F_B" in "".join(c for row in rows for c in row)) == (schedule == "dualpipev")
     stages = r.params.num_stages
     for kind in ("F",) + (("I", "W") if split and schedule != "dualpipev" else ()):
         got = sorted((int(s), int(mb)) for s, k, mb in seen if k == kind)

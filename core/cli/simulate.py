@@ -1,4 +1,8 @@
-"""`python -m core simulate`: one schedule, its timeline and its bubble against the closed form."""
+"""`python -m core simulate`: one schedule, its timeline and its bubble against the closed form.
+
+`--from-csv FILE` times a PyTorch action table instead (torch.distributed.pipelining's CSV, one row per rank): the
+order a job really runs, with your --tf --tb --tw --tcomm, in the same output formats (--json has the same keys).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.stage_view import balance_hint, stage_table
 from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
+from core.pipeline.trace_import import MAX_BYTES, simulate_actions
 
 _SHORT = {"p": ("-p",), "m": ("-m",), "v": ("-v",)}
 
@@ -21,6 +26,10 @@ def build(parser: argparse.ArgumentParser) -> None:
     for key, spec in PIPELINE.items():
         flags = _SHORT.get(key, ()) + ("--" + key.replace("_", "-"),)
         spec_args.add(parser, spec, *flags)
+    parser.add_argument("--from-csv", metavar="FILE",
+                        help="time a PyTorch action table (torch.distributed.pipelining CSV, one row of actions "
+                             "such as 0F1, 3B0, 2I5, 2W5 per rank) with --tf --tb --tw --tcomm; the table fixes the "
+                             "schedule, p, m and v")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--ascii", action="store_true", help="print the text timeline (integer costs only)")
     out.add_argument("--json", action="store_true", help="print one JSON object with the metrics")
@@ -29,9 +38,14 @@ def build(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--chrome-trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON to FILE")
 
 
+COSTS = ("tf", "tb", "tw", "tcomm")
+
+
 def run(args: argparse.Namespace) -> int:
-    params = PipelineParams(**spec_args.collect(args, PIPELINE))
-    result = simulate(params)
+    if args.from_csv:
+        result = _imported(args)
+    else:
+        result = simulate(PipelineParams(**spec_args.collect(args, PIPELINE)))
     if args.json:
         print_json(result.summary())
     elif args.ascii:
@@ -50,12 +64,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _imported(args: argparse.Namespace):
+    fixed = [k for k in PIPELINE if k not in COSTS and getattr(args, k, None) is not None]
+    if fixed:
+        raise InputError("--from-csv: the table fixes the schedule, p, m and v; give only --tf --tb --tw --tcomm "
+                         f"(not --{fixed[0].replace('_', '-')})")
+    try:
+        with open(args.from_csv, encoding="utf-8") as fh:
+            text = fh.read(MAX_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--from-csv: cannot read {args.from_csv!r}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    costs = spec_args.collect(args, {k: PIPELINE[k] for k in COSTS})
+    return simulate_actions(text, **costs, source=f"csv:{args.from_csv.rsplit('/', 1)[-1][:60]}")
+
+
 def _summary_text(result) -> str:
     s = result.summary()
     prm = result.params
     conv = s["formula_convention"] or "makespan"
     t, share, rel = result.simulated_in(conv)
-    head = f"{prm.schedule}: p={prm.p} m={prm.m}" + (f" v={prm.chunks}" if prm.chunks > 1 else "")
+    head = f"{s['schedule']}: p={prm.p} m={prm.m}" + (f" v={result.schedule.v}" if result.schedule.v > 1 else "")
     rows = [
         ["makespan", f"{s['makespan']:.6g}", ""],
         ["bubble, idle share of the whole timeline", f"{s['bubble_fraction']:.4f}", ""],

@@ -3,7 +3,8 @@
 - PyTorch `torch.distributed.pipelining`: one CSV row per rank of actions "{stage}{F|B|I|W}{micro}"
   (e.g. 0F1, 3B0; I/W for a split backward), the table `PipelineScheduleMulti._load_csv` reads.
   One iteration is exported (micro-batches 0..m-1). Recompute is not an action there (checkpointing
-  lives inside the stage module) and fused F&B pairs are written as their two actions.
+  lives inside the stage module). A fused F&B pair (DualPipe's overlapped pair) is PyTorch's
+  "(0F7;7B3)OVERLAP_F_B": its runtime runs the two and sends both results after the pair, as we time it.
 - Chrome trace JSON (chrome://tracing, ui.perfetto.dev): one thread per device, one time unit = 1 ms.
 """
 
@@ -32,12 +33,15 @@ def pytorch_actions(s: Schedule) -> list[list[str]]:
                          "(DualPipeV, the V-shaped form, exports)")
     table = []
     for d, rows in enumerate(s.devices):
-        actions = []
-        for kind, micro, chunk, _ in rows.tolist():
+        actions, pair = [], []
+        for kind, micro, chunk, fused in rows.tolist():
             if kind == R or micro >= s.m:
                 continue
-            actions.append(f"{int(s.stage_map[d, chunk])}{KIND_NAMES[kind]}{micro}")
-        table.append(actions)
+            pair.append(f"{int(s.stage_map[d, chunk])}{KIND_NAMES[kind]}{micro}")
+            if not fused:
+                actions.append(pair[0] if len(pair) == 1 else f"({';'.join(pair)})OVERLAP_F_B")
+                pair = []
+        table.append(actions + pair)
     return table
 
 

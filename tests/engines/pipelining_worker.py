@@ -24,6 +24,7 @@ from torch.distributed.pipelining.schedules import (
     BACKWARD_WEIGHT,
     FORWARD,
     FULL_BACKWARD,
+    OVERLAP_F_B,
     _PipelineScheduleRuntime,
     _wait_batch_p2p,
 )
@@ -33,7 +34,7 @@ from core.pipeline.result import PipelineParams, simulate  # noqa: E402
 from core.pipeline.schedules import build  # noqa: E402
 from core.pipeline.trace_export import pytorch_actions_csv  # noqa: E402
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev")
 M, V, WIDTH, MICRO = 8, 2, 16, 2
 OP_MS = {"F": 20.0, "B": 40.0, "I": 20.0, "W": 20.0}  # per operation (one chunk), as the issue suggests
 # Timed steps per schedule: delays only ever add (a loaded machine wakes a sleeper late now and then), so the
@@ -86,8 +87,14 @@ def runtime(name: str, rank: int, p: int, csv_dir: Path, timed: bool):
     dist.barrier()
     sched._load_csv(str(path))
     if timed:
+        local = {st.stage_index: st for st in stages}
+        run = {letter: padded(letter, local) for letter in "FBIW"}
         for kind, letter in ((FORWARD, "F"), (FULL_BACKWARD, "B"), (BACKWARD_INPUT, "I"), (BACKWARD_WEIGHT, "W")):
-            sched.register_custom_function(kind, padded(letter, {st.stage_index: st for st in stages}))
+            sched.register_custom_function(kind, run[letter])
+        # DualPipeV's overlapped pair: its parts one after the other, as the runtime does (both sends follow it).
+        sched.register_custom_function(OVERLAP_F_B, lambda action, ctx: [
+            run[{FORWARD: "F", FULL_BACKWARD: "B", BACKWARD_INPUT: "I", BACKWARD_WEIGHT: "W"}[a.computation_type]](
+                a, ctx) for a in action.sub_actions])
     x, y = data()
     losses: list[torch.Tensor] = []
     args = (x,) if 0 in mine else ()
