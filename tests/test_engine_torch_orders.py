@@ -53,9 +53,23 @@ def test_ours_is_never_slower_than_pytorchs_order(orders, name):
     assert compared >= 40
 
 
-def test_dualpipev_is_pytorchs_order_action_for_action(orders):
-    for p, m in ((4, 8), (4, 16), (8, 16)):
-        assert pytorch_actions_csv(build("dualpipev", p, m)) == orders.actions_csv("dualpipev", p, m)
+@pytest.mark.parametrize("name,v", [("gpipe", 1), ("interleaved", 2), ("interleaved", 4), ("zbv", 2),
+                                    ("dualpipev", 2)])
+def test_our_tables_are_pytorchs_action_for_action(orders, name, v):
+    """So the PyTorch export may use these native classes and still run exactly the order the row simulated."""
+    for p, m in ((2, 8), (4, 8), (4, 16), (8, 16)):
+        theirs = "\n".join(",".join(a for a in row.split(",") if not a.endswith("REDUCE_GRAD"))  # bookkeeping
+                           for row in orders.actions_csv(name, p, m, v).splitlines()) + "\n"
+        assert pytorch_actions_csv(build(name, p, m, v)) == theirs, (name, p, m, v)
+
+
+def test_looped_bfs_differs_only_in_the_order_of_its_backwards(orders):
+    ours = pytorch_actions_csv(build("looped-bfs", 2, 4, 2)).splitlines()[0].split(",")
+    theirs = orders.actions_csv("looped-bfs", 2, 4, 2).splitlines()[0].split(",")
+    assert ours[:8] == theirs[:8] and ours[8:12] == theirs[8:12][::-1] and ours[12:] == theirs[12:16][::-1]
+
+
+def test_dualpipev_31_against_29_5_is_the_pair_split(orders):
     table = orders.actions_csv("dualpipev", 4, 8)
     assert simulate_actions(table, 1.0, 2.0, 0.0).timeline.makespan == 31.0
     assert simulate(PipelineParams(schedule="dualpipev", p=4, m=8, tf=1.0, tb=2.0)).timeline.makespan == 31.0
