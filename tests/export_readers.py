@@ -65,7 +65,7 @@ def deepspeed(text: str, setup: str) -> dict:
 
 
 CLASSES = {"ScheduleGPipe": "gpipe", "Schedule1F1B": "1f1b", "ScheduleInterleaved1F1B": "interleaved",
-           "ScheduleLoopedBFS": "looped-bfs", "ScheduleZBVZeroBubble": "zbv", "ScheduleDualPipeV": "dualpipev"}
+           "ScheduleZBVZeroBubble": "zbv", "ScheduleDualPipeV": "dualpipev"}
 
 
 def torch_script(text: str) -> dict:

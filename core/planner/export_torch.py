@@ -12,9 +12,10 @@ from __future__ import annotations
 from core.planner.export_base import Export, launch, refusal
 from core.planner.layout import Layout
 
-# torch.distributed.pipelining classes whose order is ours; others run our action table (see _schedule_lines).
+# torch.distributed.pipelining classes whose order is ours action for action (tests/test_engine_torch_orders.py);
+# any other schedule runs our action table in _PipelineScheduleRuntime (ScheduleLoopedBFS reverses the backwards).
 NATIVE = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved": "ScheduleInterleaved1F1B",
-          "looped-bfs": "ScheduleLoopedBFS", "zbv": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
+          "zbv": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
 SINGLE_STAGE = ("gpipe", "1f1b")
 FILE = "train_torch.py"
 
