@@ -14,11 +14,14 @@ from core.params.planner import PlannerParams
 from core.pipeline.result import PipelineParams, simulate
 from core.planner import plan as planner
 from core.planner.exports import confirmed, flatten_keys
+from core.planner.recommend import recommend
 from core.units import GB
 from tests import export_readers as read
 
 SEVEN_B = PlannerParams(model="zero-7.5b", gpu="v100-32gb", gpus=64, batch=512, fix_t=1, fix_p=1)
 LLAMA70 = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
+BLOOM_PINNED = dict(model="bloom-176b", gpu="a100-80gb", gpus=384, batch=2048, fix_t=4, fix_p=12, zero="1",
+                    recompute="full", sp="off", schedule="1f1b", mb_sizes=(2,))
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +266,19 @@ def test_export_of_an_interleaved_layout_names_its_chunks():
     for flag in ("--num-virtual-stages-per-pipeline-rank 2", "--sequence-parallel", "--recompute-granularity full",
                  "--use-distributed-optimizer"):
         assert flag in text
+
+
+def test_the_recommendation_names_a_nearly_as_fast_layout_with_much_more_headroom():
+    """The issue's case: Llama 3 70B on 64 H100 recommends a layout using 71.0 of 72 GB; one 0.3 % slower leaves
+    21 GB free. The recommendation says so, and --min-headroom 20 makes that layout the recommendation."""
+    q = PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=64, batch=512)
+    r = planner.plan(q)
+    best = r.best()
+    assert round(best["memory_bytes"] / GB, 1) == 71.0 and round(best["headroom_bytes"] / GB, 1) == 1.0
+    text = " ".join(recommend(r).roomier)
+    assert "0.3 % slower" in text and "21.1 GB free per GPU instead of 1.0 GB" in text
+    roomy = planner.plan(dataclasses.replace(q, min_headroom=20.0)).best()
+    assert roomy["headroom_bytes"] / GB == pytest.approx(21.1, abs=0.05)
+    assert "Nearly as fast, much more headroom" in recommend(r).text()
+    tight = planner.plan(PlannerParams(**BLOOM_PINNED))
+    assert recommend(tight).roomier == ()  # one candidate: nothing to offer

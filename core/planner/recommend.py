@@ -130,24 +130,24 @@ NEARLY = 0.02  # "nearly as fast": at most 2 % slower than the recommendation
 MUCH_MORE = 0.10  # "much more headroom": at least a tenth of the usable memory more free
 
 
-def roomier(result: PlanResult, best: pd.Series) -> pd.Series | None:
-    """The feasible candidate with the most headroom among those at most NEARLY slower than `best`, if it frees at
-    least MUCH_MORE of the usable memory beyond `best`'s headroom."""
+def roomier(result: PlanResult, best: pd.Series, most: int = 3) -> pd.DataFrame:
+    """Feasible candidates at most NEARLY slower than `best` that free at least MUCH_MORE of the usable memory
+    beyond `best`'s headroom, keeping only those no faster candidate beats on headroom (the time/headroom frontier),
+    fastest first, at most `most`."""
     f = result.feasible
     close = f[(f["step_time_s"] <= best["step_time_s"] * (1 + NEARLY))
               & (f["headroom_bytes"] >= best["headroom_bytes"] + MUCH_MORE * result.usable)]
-    return None if close.empty else close.loc[close["headroom_bytes"].idxmax()]
+    frontier = close[close["headroom_bytes"] > close["headroom_bytes"].cummax().shift(fill_value=-np.inf)]
+    return frontier.head(most)
 
 
 def _roomier(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
-    row = roomier(result, best)
-    if row is None:
-        return ()
-    slower = float(row["step_time_s"] / best["step_time_s"] - 1)
-    return (f"#{int(row['rank'])}, {describe(row, result.gpu.gpus_per_node)}: {100 * slower:.1f} % slower "
-            f"({row['step_time_s']:,.2f} s) but {row['headroom_bytes'] / GB:,.1f} GB free per GPU instead of "
-            f"{best['headroom_bytes'] / GB:,.1f} GB (room for fragmentation, longer sequences or a larger "
-            "micro-batch).",)
+    gpn, t = result.gpu.gpus_per_node, best["step_time_s"]
+    return tuple(f"#{int(row['rank'])}, {describe(row, gpn)}: {100 * (row['step_time_s'] / t - 1):.1f} % slower "
+                 f"({row['step_time_s']:,.2f} s) but {row['headroom_bytes'] / GB:,.1f} GB free per GPU "
+                 f"instead of {best['headroom_bytes'] / GB:,.1f} GB (room for fragmentation, longer sequences or a "
+                 "larger micro-batch; a minimum free memory asks for it)."
+                 for _, row in roomier(result, best).iterrows())
 
 
 def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:
