@@ -36,6 +36,7 @@ from ui.pipeline_memory import (
     stage_section,
     view_toggles,
 )
+from ui.tables import markdown_table, percent
 from ui.upload_pipeline import action_table_section
 from ui.url_state import sync_url
 from ui.widgets import confirm, peek, show_notices, spec_input, url_inputs
@@ -79,8 +80,18 @@ for name in names:
     except InputError as exc:
         refused[name] = str(exc)
 
-if params.schedule in refused:
-    st.error(f"{params.schedule}: {refused[params.schedule]}", icon=":material/block:")
+if params.schedule in refused:  # e.g. interleaved with m not a multiple of p: draw the nearest m that runs
+    near = cache.nearest(params)
+    try:
+        views = {params.schedule: cache.view(near, max_bars, bins), **views} if near else views
+    except InputError:
+        near = None
+    if near is None:
+        st.error(f"{params.schedule}: {refused[params.schedule]}", icon=":material/block:")
+    else:
+        st.warning(f"{params.schedule}: {refused[params.schedule]}. Drawn below with m = {near.m}, the nearest m "
+                   f"it accepts; the inputs and the link keep m = {params.m}.", icon=":material/info:")
+        params = near
 main = views.get(params.schedule)
 if main is not None:
     h = main.headline()
@@ -126,12 +137,9 @@ if views:
         else:
             st.caption(f"No closed form here: {main.formula_note}.")
     if len(drawn) > 1:
-        st.dataframe([v.headline() for v in drawn], hide_index=True, column_config={
-            "idle share": st.column_config.NumberColumn(format="percent"),
-            "relative to ideal": st.column_config.NumberColumn(format="percent"),
-            "efficiency": st.column_config.NumberColumn(format="percent"),
-            "closed form idle share": st.column_config.NumberColumn(format="percent"),
-            "simulated, same convention": st.column_config.NumberColumn(format="percent")})
+        shares = ("idle share", "relative to ideal", "efficiency", "closed form idle share",
+                  "simulated, same convention")
+        st.markdown(markdown_table([v.headline() for v in drawn], dict.fromkeys(shares, percent)))
         if equal and main is not None:
             equal_memory_notes(matched_rows, unmatched, main.headline()["peak activation"])
 
@@ -157,7 +165,7 @@ if views:
 
     if main is not None and len(drawn) == 1:
         st.subheader("Bubble: simulated and closed form")
-        st.dataframe(main.bubble_rows, hide_index=True)
+        st.markdown(markdown_table(main.bubble_rows))
         if not s["formula_expression"]:
             st.caption(f"No closed-form column: {main.formula_note}.")
         derivation(main)
@@ -169,8 +177,9 @@ if views:
                    "counts 1/2): from the start of a forward until its backward (or weight-gradient W) is done."
                    + ("" if main.timeline.memory.exact else " Many events: each step is the maximum within a bin."))
         stage_section(main)
-        with st.expander("Per device"):
-            st.dataframe(main.per_device(), hide_index=True)
+        devices = st.expander("Per device", key="per_device", on_change="rerun")
+        if devices.open:  # drawn when opened: a table script the first view does not need
+            devices.dataframe(main.per_device(), hide_index=True)
     elif len(drawn) > 1:
         st.subheader("Peak activation memory per device")
         st.plotly_chart(figs.peaks([(v.params.schedule, v.summary["peak_activation"]) for v in drawn],
@@ -180,13 +189,13 @@ if views:
         frontier_section(params, present, img)
 
     if main is not None:
-        with st.expander("Text timeline (course notation)"):
-            if main.text:
-                st.caption("digit = forward of micro-batch i (mod 10), lowercase = backward, capital = weight "
-                           "gradient W, * = recompute, . = idle; one character per time unit.")
-                st.code(main.text, language=None)
-            else:
-                st.text(main.text_note)
+        text_box = st.expander("Text timeline (course notation)", key="text_timeline", on_change="rerun")
+        if text_box.open and main.text:  # drawn when opened: st.code's script is 1.5 MB
+            text_box.caption("digit = forward of micro-batch i (mod 10), lowercase = backward, capital = weight "
+                             "gradient W, * = recompute, . = idle; one character per time unit.")
+            text_box.code(main.text, language=None)
+        elif text_box.open:
+            text_box.text(main.text_note)
         st.subheader("Downloads")
         left, right = st.columns(2)
         stem = f"{params.schedule}-p{params.p}-m{params.m}"

@@ -100,3 +100,20 @@ def test_cli_command_reproduces_the_view():
     out = subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["makespan"] == pipeline_view(params).summary["makespan"]
+
+
+@pytest.mark.parametrize(("p", "m", "expected"), [(5, 8, 10), (6, 8, 6), (7, 8, 7), (3, 8, 9)])
+def test_a_refused_m_gets_the_nearest_m_the_schedule_accepts(p, m, expected):
+    # issue 11: interleaved with p = 5, 6, 7 and m = 8 (m must be a multiple of p); ties go to the next round
+    from core.pipeline.view import nearest_runnable
+
+    near = nearest_runnable(PipelineParams(schedule="interleaved", p=p, m=m))
+    assert near == PipelineParams(schedule="interleaved", p=p, m=expected)
+    assert nearest_runnable(PipelineParams(schedule="dualpipev", p=8, m=8)).m == 16  # DualPipeV needs m >= 2p
+
+
+def test_the_cli_line_leaves_out_v_where_the_schedule_has_no_v_chunks():
+    # issue 11: the Pipeline page's CLI line kept -v 3 for 1F1B, where v does nothing
+    assert "--v" not in cli_command(PipelineParams(schedule="1f1b", p=6, m=12, v=3))
+    assert "--v 3" in cli_command(PipelineParams(schedule="interleaved", p=4, m=8, v=3))
+    assert "--v" not in cli_command(PipelineParams(schedule="zbv", p=4, m=8, v=3))  # ZB-V has 2 chunks, fixed

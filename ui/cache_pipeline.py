@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from core.pipeline.result import PipelineParams
 from core.pipeline.timeline_view import BINS, MAX_BARS
-from core.pipeline.view import PipelineView, actions_csv, pipeline_view, trace_json
+from core.pipeline.view import PipelineView, actions_csv, nearest_runnable, pipeline_view, trace_json
 from ui.cache import cached
 
 MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded
@@ -26,6 +26,12 @@ def budget(views: int) -> tuple[int, int]:
 def view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = BINS) -> PipelineView:
     """Cached core.pipeline.view.pipeline_view (raises InputError: st.cache_data does not cache it)."""
     return pipeline_view(params, max_bars, bins)
+
+
+@cached(max_entries=64)
+def nearest(params: PipelineParams) -> PipelineParams | None:
+    """Cached core.pipeline.view.nearest_runnable: the closest m the schedule accepts."""
+    return nearest_runnable(params)
 
 
 def csv_file(params: PipelineParams) -> str:

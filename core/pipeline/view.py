@@ -10,7 +10,7 @@ few MB, so it can go through st.cache_data; the exports themselves are made on d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from core.errors import InputError
@@ -18,6 +18,7 @@ from core.params.pipeline import PIPELINE
 from core.pipeline.formulas import overstatement
 from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, PipelineResult, simulate
+from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.stage_view import balance_hint, stage_table
 from core.pipeline.timeline_view import BINS, MAX_BARS, TimelineView, timeline_view
@@ -101,6 +102,26 @@ def pipeline_view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = 
                         tuple(stage_table(result)), balance_hint(result))
 
 
+def nearest_runnable(params: PipelineParams, reach: int = 256) -> PipelineParams | None:
+    """The same inputs with the closest micro-batch count m that the schedule accepts, or None within `reach`.
+
+    Some schedules refuse some m (interleaved runs rounds of p micro-batches, so m must be a multiple of p;
+    DualPipeV needs m >= 2p). Dragging p then refuses most positions; the page draws this instead, and says so.
+    Ties go to the larger m (the next whole round).
+    """
+    top = int(PIPELINE["m"].hi)
+    for step in range(1, reach + 1):
+        for m in (params.m + step, params.m - step):
+            if not 1 <= m <= top:
+                continue
+            try:
+                build(params.schedule, params.p, m, params.v, params.iterations, params.recompute)
+                return replace(params, m=m)
+            except InputError:
+                continue
+    return None
+
+
 def bubble_rows(result: PipelineResult) -> list[dict[str, Any]]:
     """Bubble time, idle share, relative-to-ideal, efficiency (1 - idle share, m/(m+p-1) for GPipe) and how much
     the relative number overstates the idle share, simulated and closed form, per convention.
@@ -159,8 +180,8 @@ def cli_command(params: PipelineParams, extra: str = "") -> str:
     parts = ["python -m core simulate"]
     for f in fields(params):
         spec, value = PIPELINE[f.name], getattr(params, f.name)
-        if value == spec.default:
-            continue
+        if value == spec.default or (f.name == "v" and REGISTRY[params.schedule].chunks != "v"):
+            continue  # v only counts for the schedules with v chunks per device
         flag = "--" + f.name.replace("_", "-")
         if spec.kind == "bool":
             parts.append(flag)
