@@ -22,6 +22,9 @@ TABLE1 = {1: (120, 120, 120), 4: (52.5, 41.3, 30), 16: (35.6, 21.6, 7.5), 64: (3
           256: (30.4, 15.4, 0.47), 1024: (30.1, 15.1, 0.12)}
 
 
+CUSTOM = {"model": "custom", "gpu": "custom"}  # the page opens on a named model and GPU; these type their own
+
+
 def run(query=None):
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
     at.query_params.update(query or {})
@@ -71,6 +74,8 @@ def bar_totals(at):
 
 def test_default_view_is_the_papers_example():
     at = run()
+    # a named model and GPU, not "custom" (issue 11): the ZeRO paper's 7.5B model on an 80 GB H100
+    assert (at.selectbox(key="model").value, at.selectbox(key="gpu").value) == ("zero-7.5b", "h100-80gb")
     m = metrics(at)
     assert (m["DP per GPU"], m["ZeRO-1 per GPU"], m["ZeRO-2 per GPU"], m["ZeRO-3 per GPU"]) == (
         "120.00 GB", "31.41 GB", "16.64 GB", "1.88 GB")
@@ -117,7 +122,7 @@ def test_nd_moves_the_numbers_and_the_chart():
 
 
 def test_params_gpu_memory_unit_and_stage_inputs():
-    at = run()
+    at = run(CUSTOM)
     at.number_input(key="params").set_value(13_000_000_000).run()
     at.number_input(key="nd").set_value(16).run()
     m = metrics(at)  # seed 002: 13B on 16 GPUs
@@ -180,7 +185,7 @@ def test_activations_come_from_the_simulator():
 # --- URL: seeding, repair, refusals -------------------------------------------------------------------------
 
 def test_url_seeds_the_widgets():
-    query = {"params": "70000000000", "nd": "64", "gpu_mem": "80", "stage": "3", "unit": "GiB", "k": "12"}
+    query = {**CUSTOM, "params": "70000000000", "nd": "64", "gpu_mem": "80", "stage": "3", "unit": "GiB", "k": "12"}
     at = run(query)
     assert at.number_input(key="params").value == 70_000_000_000 and at.number_input(key="nd").value == 64
     assert at.selectbox(key="stage").value == "3" and at.radio(key="unit").value == "GiB"
@@ -228,7 +233,7 @@ def test_deepspeed_convention_beside_the_papers():
 
 
 def test_fsdp_root_only_wrap_holds_the_whole_model():
-    at = run({"tab": "FSDP wrapping"})
+    at = run({**CUSTOM, "tab": "FSDP wrapping"})
     peaks = frame(at, "policy").set_index("policy")["peak [GB]"]
     # 7.5e9 parameters over 64 ranks, 36 blocks of 2e8 (custom default shape), prefetch on
     assert peaks["root-only"] == pytest.approx(1.875 + 15 + 15)
@@ -252,10 +257,11 @@ def test_equivalence_demo_runs_live_and_is_exact():
 
 
 def test_headroom_per_stage_and_the_deepspeed_formula_switch():
-    at = run({"params": "7000000000", "nd": "8"})  # seed 002: 14 GB per card "with 66 GB left over"
+    at = run({**CUSTOM, "params": "7000000000", "nd": "8"})  # seed 002: 14 GB per card "with 66 GB left over"
     assert stage_rows(at).loc["ZeRO-3", "headroom [GB]"] == pytest.approx(66)
     assert stage_rows(at).loc["ZeRO-1", "ZeRO paper"] == "P_os"
-    at = run({"params": "2851000000", "nd": "8", "deepspeed": "true", "deepspeed_zero2": "docs", "tab": "DeepSpeed"})
+    at = run({**CUSTOM, "params": "2851000000", "nd": "8", "deepspeed": "true", "deepspeed_zero2": "docs",
+              "tab": "DeepSpeed"})
     assert frame_with(at, "DeepSpeed GPU [GiB]").set_index("stage").loc["ZeRO-2", "DeepSpeed GPU [GiB]"] == \
         pytest.approx(15.93, abs=0.005)  # DeepSpeed memory.rst, t5-3b on 8 GPUs
     assert any("**docs** = 4 Psi + 16 Psi / GPUs" in c.value for c in at.caption)

@@ -36,3 +36,15 @@ def test_activations_are_added_to_every_bar_and_named_when_p_is_beyond_the_simul
 def test_an_offload_a_stage_cannot_do_is_a_note_not_an_error(stage):
     view = zero_view(ZeroParams(stage=stage, offload="optimizer+params"), preset_shape("zero-7.5b"), None)
     assert view.notes and "offload" in view.notes[0]
+
+
+def test_a_split_finer_than_the_model_names_the_typed_t_p_and_params():
+    # issue 11: /zero?t=1024&p=16384&params=1 said "params: 5.96046e-08 is out of range" (a derived value)
+    from core.errors import InputError
+    from core.params.memory import ZeroParams
+    from core.views.zero import build
+
+    with pytest.raises(InputError) as exc:
+        build(ZeroParams(params=1, t=1024, p=16384, nd=1, gpus=0))
+    message = str(exc.value)
+    assert "t x p = 1,024 x 16,384" in message and "Psi = 1 " in message and "e-08" not in message

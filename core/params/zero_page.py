@@ -13,7 +13,8 @@ from dataclasses import replace
 from core.params import Spec, catalog, table
 from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP
 
-PAPER_MODEL_KEY = "zero-7.5b"
+PAPER_MODEL_KEY = "zero-7.5b"  # the page opens on the ZeRO paper's 7.5B model ...
+DEFAULT_GPU_KEY = "h100-80gb"  # ... on a named 80 GB GPU (the custom GPU's defaults are 80 GB too)
 TABS = ("Table 1 and communication", "Activations", "DeepSpeed", "FSDP wrapping", "Equivalence")
 UNITS = ("GB", "GiB")
 
@@ -23,10 +24,10 @@ def _paper_model() -> dict:
 
 
 PAGE = table(
-    Spec("model", "choice", "custom", choices=(*catalog.model_keys(), "custom"), label="Model",
+    Spec("model", "choice", PAPER_MODEL_KEY, choices=(*catalog.model_keys(), "custom"), label="Model",
          help="A published model sets Psi and the shape used for activations and FSDP units; custom lets you "
               "type them (it starts from the ZeRO paper's 7.5B model)."),
-    Spec("gpu", "choice", "custom", choices=(*catalog.gpu_keys(), "custom"), label="GPU",
+    Spec("gpu", "choice", DEFAULT_GPU_KEY, choices=(*catalog.gpu_keys(), "custom"), label="GPU",
          help="A datasheet GPU sets the memory, GPUs per node and the per-GPU network bandwidth; custom lets "
               "you type them."),
     Spec("act", "bool", False, label="Add activations",

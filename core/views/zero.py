@@ -97,6 +97,9 @@ def build(q: ZeroParams) -> ZeroReport:
     bpp = memory.preset(q.optimizer, q.precision, q.k)
     kw = bpp.kwargs()
     psi = float(memory.params_per_rank(q.params - q.expert_params, q.t, q.p, q.split, q.embedding))
+    if psi < 1:  # say it in the inputs the user typed, not in the derived per-rank count
+        raise InputError(f"t x p = {q.t:,} x {q.p:,} = {q.t * q.p:,} ranks split Psi = {q.params - q.expert_params:,} "
+                         f"dense parameters into less than one per rank; lower t or p, or raise params")
     expert_rank = q.expert_params / (q.t * q.p * q.ep)
     usable = float(fit.usable_bytes(q.gpu_mem, q.reserve, q.reserve_frac))
     dp_total = float(memory.model_states(psi, q.nd, 0, **kw).total)
