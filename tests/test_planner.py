@@ -282,3 +282,13 @@ def test_the_recommendation_names_a_nearly_as_fast_layout_with_much_more_headroo
     assert "Nearly as fast, much more headroom" in recommend(r).text()
     tight = planner.plan(PlannerParams(**BLOOM_PINNED))
     assert recommend(tight).roomier == ()  # one candidate: nothing to offer
+
+
+def test_csv_writes_rank_as_a_whole_number_and_leaves_it_empty_for_infeasible_rows(seven_b):
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(seven_b.csv())))
+    feasible = [r for r in rows if r["feasible"] == "True"]
+    assert [r["rank"] for r in feasible[:3]] == ["1", "2", "3"]
+    assert all(r["rank"] == "" for r in rows if r["feasible"] == "False")

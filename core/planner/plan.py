@@ -460,6 +460,7 @@ class PlanResult:
         frame = (frame if top is None else frame.head(top)).copy()
         for col in ("reasons", "warnings", "frameworks"):
             frame[col] = frame[col].map("; ".join)
+        frame["rank"] = frame["rank"].astype("Int64")  # 1, 2, ... (empty for infeasible), not 1.0
         return frame.to_csv(index=False)
 
     def records(self, top: int | None = None, feasible_only: bool = False) -> list[dict[str, Any]]:
