@@ -120,7 +120,7 @@ with tabs[2]:
     question("R3. Stage 2 against stage 3", lt.Q_R3)
     if box := answer("r3_ans", show):
         box.markdown(lt.a_q5(cl.zero_stages(psi, n, "r1_psi", "r1_n")))
-    question("R4. FSDP did not speed anything up", lt.Q_R4)
+    question("R4. FSDP did not speed anything up", lt.q_r4(n))
     if box := answer("r4_ans", show):
         box.markdown(lt.a_r4(cl.zero_stages(psi, n, "r1_psi", "r1_n")))
     question("R5. Why flat parameters", lt.Q_R5)

@@ -213,8 +213,10 @@ def a_r2(a: lecture.DeeperPipeline) -> str:
 
 
 Q_R3 = "Why does ZeRO stage 2 keep plain DP's communication volume, while stage 3 needs more?"
-Q_R4 = ("A team moved an 8-GPU job that fitted in memory from DDP to FSDP, and the step time barely changed. "
-        "They conclude FSDP saved nothing. What is wrong with that?")
+def q_r4(n: int) -> str:
+    """R4 uses R1's model and N (the answer computes with them, so the question names the same N)."""
+    return (f"A team moved a {n:,}-GPU job (R1's model) that fitted in memory from DDP to FSDP, and the step time "
+            "barely changed. They conclude FSDP saved nothing. What is wrong with that?")
 Q_R5 = "In FSDP, why is one flat parameter per wrapped unit, not each weight tensor, what gets gathered and re-sharded?"
 
 
