@@ -16,7 +16,7 @@ st.set_page_config(
     page_title=APP_NAME,
     page_icon=APP_ICON,
     layout="wide",
-    initial_sidebar_state="expanded",
+    initial_sidebar_state="auto",  # open on a desktop, closed on a phone (it would cover the page)
     menu_items={"About": f"**{APP_NAME}**: pipeline schedules, ZeRO/FSDP memory and t x p x d layouts."},
 )
 
