@@ -183,3 +183,10 @@ def test_url_seeds_the_sliders_and_bad_values_fall_back():
     assert at.slider(key="e1_p").value == 8 and answers(at) == []
     assert at.query_params == {}
     assert "<i>" not in text(at)
+
+
+def test_r4_asks_about_the_gpu_count_its_answer_uses():
+    # issue 11: R4 asked about "an 8-GPU job" while its answer computed with R1's N = 16
+    at = run({"part": "Recall", "r1_n": "32"})
+    r4 = next(m.value for m in at.markdown if m.value.startswith("A team moved"))
+    assert "a 32-GPU job" in r4 and "8-GPU" not in r4
