@@ -154,8 +154,9 @@ if views:
     config = figs.modebar_config(f"pipeline-{'-'.join(views)}-p{params.p}-m{params.m}", img)
     st.plotly_chart(fig, config=config, key="gantt")
     if any(tv.aggregated for tv in timelines):
-        st.caption(f"Too many ops to draw one by one: each pixel is a time bin ({bins if len(drawn) > 1 else BINS} "
-                   "per lane) coloured by what the device computed in it; fainter means more idle. Hover for shares.")
+        st.caption(f"Too many ops to draw one by one: each device lane holds one stripe per kind of op, and each "
+                   f"pixel is a time bin ({bins if len(drawn) > 1 else BINS} per lane), darker the more of the bin "
+                   "that kind takes. Hover for the shares.")
     if cursor < 100 and main is not None and main.timeline.bars is not None and params.p <= 16:
         held = main.timeline.held_at(t)
         running = main.timeline.running_at(t)

@@ -243,7 +243,9 @@ def test_largest_configuration_is_drawn_aggregated_and_bounded():
     assert sum(len(s) for s in specs) < 2_000_000
     gantt = json.loads(specs[0])
     image = next(t for t in gantt["data"] if t["type"] == "image")
-    assert array(image["z"]).shape == (64, 600, 4)
+    assert image["source"].startswith("data:image/png;base64,") and len(image["source"]) < 200_000
+    shares = next(t for t in gantt["data"] if t["type"] == "heatmap")  # the hover layer: every kind's share
+    assert array(shares["z"]).shape == (64, 600) and shares["opacity"] == 0
     assert any(c.value.startswith("Too many ops to draw one by one") for c in at.caption)
     assert any("--chrome-trace" in c.value for c in at.caption)
 

@@ -1,9 +1,14 @@
 """Plotly figures of the Pipeline page, drawn from core.pipeline.timeline_view's bounded views (no formulas here).
 
 - gantt(): one lane per device, time on a numeric axis. A bar view draws every op (colour = kind,
-  lighter on odd chunks, micro-batch number on the bar when it fits, op details on hover, idle in
-  light grey); an aggregated view draws an image whose pixel (device, time bin) mixes the kinds'
-  colours by their busy share (fainter = more idle). Several views stack on one shared time axis.
+  lighter on odd chunks, each shade its own legend entry, micro-batch number on the bar when it fits,
+  micro-batch, stage, chunk, start and end on hover, idle in light grey); an aggregated view draws an
+  image whose pixel (device, time bin) has the colour of the kind that takes most of the bin (fainter =
+  image in which each device lane holds one thin stripe per kind, darker where that kind takes more of the
+  time bin (hover gives every share). Colours never mix: a blend of two kinds would be a new colour the
+  legend does not explain (forward + backward made a mauve that read as DualPipeV's F&B). Several
+  views stack on one shared time axis. A Play button moves the time cursor through the schedule in the
+  browser (Plotly frames), without a rerun per step.
 - memory(): micro-batches held per device over time (lines for up to MAX_LINES devices, else a
   heatmap aligned with the Gantt lanes); peaks(): peak held per device, one bar group per schedule.
 The time cursor veils everything after it in the page's background colour, so the schedule
@@ -12,6 +17,9 @@ appears step by step on a projector.
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,9 +28,10 @@ from plotly.subplots import make_subplots
 
 from core.pipeline.timeline_view import FB, KIND_LABELS, KIND_TITLES, NUM_KINDS, Bars, Heat, TimelineView
 
-COLORS = ("#4c78a8", "#f58518", "#e45756", "#54a24b", "#72b7b2", "#9d5fb0")  # F B I W R F&B (colour-blind safe)
+# F B I W R F&B: Okabe & Ito's colour-blind-safe palette (blue, orange, vermillion, bluish green, reddish purple,
+# black). I (vermillion) against W (bluish green) differ in lightness as well as hue, unlike red against green.
+COLORS = ("#0072B2", "#E69F00", "#D55E00", "#009E73", "#CC79A7", "#222222")
 IDLE = "rgba(128, 128, 128, 0.20)"
-IDLE_RGBA = (128, 128, 128, 51)
 CURSOR = "#d62728"
 MAX_LINES = 16  # devices drawn as separate memory lines; more become a heatmap
 
@@ -48,7 +57,17 @@ def _lighter(hex_color: str, amount: float = 0.45) -> str:
     return "#" + "".join(f"{int(round(c)):02x}" for c in mixed)
 
 
-_SHADES = tuple((c, _lighter(c)) for c in COLORS)
+# Each kind's colour and the lighter shade of its odd chunks. F&B's second shade is a mid-dark grey: a light grey
+# would sit next to the idle lanes and, for deuteranopes, next to W's bluish green (tests/test_figures_pipeline.py).
+_SHADES = tuple((c, _lighter(c)) for c in COLORS[:-1]) + ((COLORS[-1], "#5e5e5e"),)
+MAX_FRAMES = 150  # Play: cursor positions animated in the browser (evenly chosen among the op boundaries)
+
+
+def _ink(hex_color: str) -> str:
+    """Text colour on a bar: near-black on light shades, white on dark ones (WCAG relative luminance)."""
+    rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)], dtype=float) / 255
+    lin = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return "#111418" if float(lin @ [0.2126, 0.7152, 0.0722]) > 0.3 else "#ffffff"
 
 
 def _lane_height(p: int, rows: int, presentation: bool) -> int:
@@ -58,7 +77,7 @@ def _lane_height(p: int, rows: int, presentation: bool) -> int:
 
 
 def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None, *, presentation: bool = False,
-          veil: str = "#ffffff") -> go.Figure:
+          veil: str = "#ffffff", play: bool = True) -> go.Figure:
     """Stacked timelines (one subplot per titled view) sharing one numeric time axis."""
     f = fonts(presentation)
     n = len(views)
@@ -66,7 +85,7 @@ def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None
     heights = [v.p * lane + 30 for _, v in views]
     fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=min(0.08, 60 / sum(heights)),
                         row_heights=heights, subplot_titles=[t for t, _ in views] if n > 1 else None)
-    shown: set[int] = set()
+    shown: set = set()
     for row, (_, view) in enumerate(views, start=1):
         if view.bars is not None:
             _bar_traces(fig, view, view.bars, row, shown, f["bar"])
@@ -90,6 +109,8 @@ def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None
     fig.update_annotations(font_size=f["title"])
     if cursor is not None and cursor < span:
         _veil(fig, cursor, span, veil)
+    if play and span > 0:
+        _play(fig, np.concatenate([v.boundaries() for _, v in views]), span, veil, presentation)
     return fig
 
 
@@ -98,28 +119,38 @@ def _device_ticks(p: int) -> list[int]:
     return list(range(0, p, step))
 
 
+def _idle_lanes(fig: go.Figure, view: TimelineView, row: int, shown: set) -> None:
+    """A light grey lane per device: what no op covers reads as idle."""
+    fig.add_trace(go.Bar(orientation="h", y=np.arange(view.p), x=np.full(view.p, view.makespan),
+                         base=np.zeros(view.p), width=0.8 if view.bars is not None else 1.0,
+                         marker={"color": IDLE, "line": {"width": 0}}, name="idle", hoverinfo="skip",
+                         legendgroup="idle", showlegend="idle" not in shown), row=row, col=1)
+    shown.add("idle")
+
+
 def _bar_traces(fig: go.Figure, view: TimelineView, bars: Bars, row: int, shown: set[int], size: int) -> None:
-    devices = np.arange(view.p)
-    fig.add_trace(go.Bar(orientation="h", y=devices, x=np.full(view.p, view.makespan), base=np.zeros(view.p),
-                         width=0.8, marker={"color": IDLE, "line": {"width": 0}}, name="idle", hoverinfo="skip",
-                         legendgroup="idle", showlegend=-1 not in shown), row=row, col=1)
-    shown.add(-1)
+    _idle_lanes(fig, view, row, shown)
     custom = np.column_stack([bars.micro, bars.chunk, bars.stage, bars.start, bars.end, bars.pair_micro,
                               bars.pair_stage, bars.device]).astype(float)
+    odd_chunks = sorted({int(c) for c in np.unique(bars.chunk) if c % 2})
     for k in range(NUM_KINDS):
-        sel = np.flatnonzero(bars.kind == k)
-        if not sel.size:
-            continue
-        odd = (bars.chunk[sel] % 2).astype(int)
-        shade, ink = np.array(_SHADES[k])[odd], np.array(["#ffffff", "#111418"])[odd]
-        fig.add_trace(go.Bar(
-            orientation="h", y=bars.device[sel], x=bars.dur[sel], base=bars.start[sel], width=0.8,
-            marker={"color": shade, "line": {"width": 0.5, "color": "rgba(255,255,255,0.6)"}},
-            text=bars.label[sel], textposition="inside", insidetextanchor="middle", textangle=0,
-            textfont={"color": ink, "size": size}, constraintext="both", cliponaxis=True,
-            customdata=custom[sel], hovertemplate=_hover(k), name=f"{KIND_LABELS[k]}: {KIND_TITLES[k]}",
-            legendgroup=KIND_LABELS[k], showlegend=k not in shown), row=row, col=1)
-        shown.add(k)
+        for parity in (0, 1):
+            sel = np.flatnonzero((bars.kind == k) & (bars.chunk % 2 == parity))
+            if not sel.size:
+                continue
+            shade = _SHADES[k][parity]
+            name = f"{KIND_LABELS[k]}: {KIND_TITLES[k]}"
+            if parity:  # the lighter shade of odd chunks gets its own legend entry
+                which = f"chunk {odd_chunks[0]}" if len(odd_chunks) == 1 else "odd chunks"
+                name = f"{KIND_LABELS[k]} {which}: {KIND_TITLES[k]}, lighter"
+            fig.add_trace(go.Bar(
+                orientation="h", y=bars.device[sel], x=bars.dur[sel], base=bars.start[sel], width=0.8,
+                marker={"color": shade, "line": {"width": 0.5, "color": "rgba(255,255,255,0.6)"}},
+                text=bars.label[sel], textposition="inside", insidetextanchor="middle", textangle=0,
+                textfont={"color": _ink(shade), "size": size}, constraintext="both", cliponaxis=True,
+                customdata=custom[sel], hovertemplate=_hover(k), name=name,
+                legendgroup=f"{KIND_LABELS[k]}{parity}", showlegend=(k, parity) not in shown), row=row, col=1)
+            shown.add((k, parity))
 
 
 def _hover(k: int) -> str:
@@ -133,42 +164,95 @@ def _hover(k: int) -> str:
             "stage %{customdata[2]}, chunk %{customdata[1]}<br>" + where)
 
 
-def heat_rgba(heat: Heat) -> np.ndarray:
-    """(p, bins, 4) uint8: each pixel the kinds' colours mixed by share; opacity grows with the busy share."""
-    colors = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in COLORS], dtype=np.float32)
-    share = heat.share  # (p, kinds, bins)
-    busy = share.sum(axis=1)  # (p, bins)
-    mix = np.einsum("pkb,kc->pbc", share, colors) / np.maximum(busy, 1e-9)[..., None]
-    rgb = np.where(busy[..., None] > 1e-6, mix, np.array(IDLE_RGBA[:3], dtype=np.float32))
-    alpha = IDLE_RGBA[3] + (255 - IDLE_RGBA[3]) * np.clip(busy, 0, 1)
-    return np.concatenate([rgb, alpha[..., None]], axis=-1).round().astype(np.uint8)
+def heat_rgba(heat: Heat) -> tuple[np.ndarray, list[int]]:
+    """(p * rows, bins, 4) uint8 and the kinds drawn: each device lane is one stripe per kind present (its colour,
+    opaque where the kind fills the bin, clear where it is absent) and a clear gap row between devices."""
+    kinds = [k for k in range(NUM_KINDS) if heat.share[:, k].any()]
+    p, bins = heat.share.shape[0], heat.share.shape[2]
+    rows = len(kinds) + 1
+    out = np.zeros((p, rows, bins, 4), dtype=np.uint8)
+    for j, k in enumerate(kinds):
+        out[:, j, :, :3] = [int(COLORS[k][i:i + 2], 16) for i in (1, 3, 5)]
+        out[:, j, :, 3] = np.rint(255 * np.clip(heat.share[:, k], 0, 1))
+    return out.reshape(p * rows, bins, 4), kinds
 
 
-def _heat_traces(fig: go.Figure, view: TimelineView, heat: Heat, row: int, shown: set[int]) -> None:
+def png_uri(rgba: np.ndarray) -> str:
+    """A (h, w, 4) uint8 image as a PNG data URI: a few KB where the same pixels as numbers would be hundreds."""
+    h, w, _ = rgba.shape
+    raw = b"".join(b"\x00" + rgba[i].tobytes() for i in range(h))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _heat_traces(fig: go.Figure, view: TimelineView, heat: Heat, row: int, shown: set) -> None:
     edges = heat.edges
     dx = float(edges[1] - edges[0])
-    present = [k for k in range(NUM_KINDS) if heat.share[:, k].any()]
-    percent = np.rint(np.moveaxis(heat.share[:, present], 1, 2) * 100).astype(np.uint8)  # (p, bins, kinds present)
-    lines = "<br>".join(f"{KIND_LABELS[k]} %{{customdata[{j}]}}%" for j, k in enumerate(present))
-    fig.add_trace(go.Image(
-        z=heat_rgba(heat), colormodel="rgba", zmin=[0, 0, 0, 0], zmax=[255, 255, 255, 255], x0=dx / 2, dx=dx,
-        y0=0, dy=1, customdata=percent,
+    rgba, kinds = heat_rgba(heat)
+    rows = len(kinds) + 1
+    _idle_lanes(fig, view, row, shown)
+    fig.add_trace(go.Image(source=png_uri(rgba), x0=dx / 2, dx=dx, y0=-0.5 + 0.5 / rows, dy=1 / rows,
+                           hoverinfo="skip", name="busy share"), row=row, col=1)
+    percent = np.rint(np.moveaxis(heat.share[:, kinds], 1, 2) * 100).astype(np.uint8)  # (p, bins, kinds drawn)
+    lines = "<br>".join(f"{KIND_LABELS[k]} %{{customdata[{j}]}}%" for j, k in enumerate(kinds))
+    centers = (edges[:-1] + edges[1:]) / 2
+    fig.add_trace(go.Heatmap(  # invisible, for hover: every kind's share of the bin under the pointer
+        z=heat.busy, x=centers, y=np.arange(view.p), customdata=percent, opacity=0, showscale=False,
         hovertemplate=f"device %{{y}}, time %{{x:.4g}} (bin of {dx:.3g})<br>busy share:<br>{lines}<extra></extra>",
-        name="busy share"), row=row, col=1)
-    for k in range(NUM_KINDS):  # legend entries: the image has none
-        if k in shown or not heat.share[:, k].any():
+        name="shares", showlegend=False), row=row, col=1)
+    for j, k in enumerate(kinds):  # legend entries (the image has none): one stripe per kind, top to bottom
+        if ("heat", k) in shown:
             continue
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker={"color": COLORS[k], "size": 12,
-                                 "symbol": "square"}, name=f"{KIND_LABELS[k]}: {KIND_TITLES[k]}",
-                                 legendgroup=KIND_LABELS[k]), row=row, col=1)
-        shown.add(k)
+                                 "symbol": "square"}, name=f"{KIND_LABELS[k]}: {KIND_TITLES[k]} (stripe {j + 1})",
+                                 legendgroup=f"heat{k}"), row=row, col=1)
+        shown.add(("heat", k))
+    if "faint" not in shown:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="fainter: less of the bin",
+                                 marker={"color": COLORS[0], "opacity": 0.35, "size": 12, "symbol": "square"},
+                                 legendgroup="faint"), row=row, col=1)
+        shown.add("faint")
+
+
+def _veil_shapes(t: float, span: float, color: str) -> list[dict]:
+    """Everything after time t veiled in the page's background colour, and the cursor line at t."""
+    return [
+        {"type": "rect", "xref": "x", "yref": "paper", "x0": t, "x1": span * 1.005, "y0": 0, "y1": 1,
+         "fillcolor": color, "opacity": 0.78, "line": {"width": 0}, "layer": "above"},
+        {"type": "line", "xref": "x", "yref": "paper", "x0": t, "x1": t, "y0": 0, "y1": 1,
+         "line": {"color": CURSOR, "width": 3, "dash": "dash"}, "layer": "above"},
+    ]
 
 
 def _veil(fig: go.Figure, t: float, span: float, color: str) -> None:
-    fig.add_shape(type="rect", xref="x", yref="paper", x0=t, x1=span * 1.005, y0=0, y1=1, fillcolor=color,
-                  opacity=0.78, line={"width": 0}, layer="above")
-    fig.add_shape(type="line", xref="x", yref="paper", x0=t, x1=t, y0=0, y1=1,
-                  line={"color": CURSOR, "width": 3, "dash": "dash"}, layer="above")
+    for shape in _veil_shapes(t, span, color):
+        fig.add_shape(**shape)
+
+
+def _play(fig: go.Figure, times: np.ndarray, span: float, color: str, presentation: bool) -> None:
+    """Frames that move the cursor over `times`, and Play / Pause buttons: the animation runs in the browser."""
+    times = np.unique(np.append(times[(times > 0) & (times < span)], span))
+    if times.size > MAX_FRAMES:
+        times = times[np.linspace(0, times.size - 1, MAX_FRAMES).round().astype(int)]
+    fig.frames = [go.Frame(name=f"{t:.6g}", layout={"shapes": _veil_shapes(t, span, color) if t < span else []})
+                  for t in times]
+    each = int(np.clip(12_000 / max(1, times.size), 60, 600))  # about 12 s for the whole schedule
+    size = fonts(presentation)["base"]
+    fig.update_layout(updatemenus=[{
+        "type": "buttons", "direction": "left", "showactive": False, "x": 1.0, "xanchor": "right", "y": 1.0,
+        "yanchor": "bottom", "pad": {"b": 4}, "font": {"size": size},
+        "buttons": [
+            {"label": "▶ Play", "method": "animate",
+             "args": [None, {"frame": {"duration": each, "redraw": True}, "transition": {"duration": 0},
+                             "fromcurrent": True, "mode": "immediate"}]},
+            {"label": "❚❚ Pause", "method": "animate",
+             "args": [[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate"}]},
+        ]}])
 
 
 def memory(view: TimelineView, cursor: float | None = None, *, presentation: bool = False,
