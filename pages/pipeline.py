@@ -178,7 +178,7 @@ if views:
                    "counts 1/2): from the start of a forward until its backward (or weight-gradient W) is done."
                    + ("" if main.timeline.memory.exact else " Many events: each step is the maximum within a bin."))
         stage_section(main)
-        devices = st.expander("Per device", key="per_device", on_change="rerun")
+        devices = st.expander("Per device", key="per_device", bind="query-params", on_change="rerun")
         if devices.open:  # drawn when opened: a table script the first view does not need
             devices.dataframe(main.per_device(), hide_index=True)
     elif len(drawn) > 1:
@@ -190,7 +190,8 @@ if views:
         frontier_section(params, present, img)
 
     if main is not None:
-        text_box = st.expander("Text timeline (course notation)", key="text_timeline", on_change="rerun")
+        text_box = st.expander("Text timeline (course notation)", key="text_timeline", bind="query-params",
+                               on_change="rerun")
         if text_box.open and main.text:  # drawn when opened: st.code's script is 1.5 MB
             text_box.caption("digit = forward of micro-batch i (mod 10), lowercase = backward, capital = weight "
                              "gradient W, * = recompute, . = idle; one character per time unit.")

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.pipeline.result import PipelineParams, simulate
 from tests.conftest import ROOT, shared_link
+from tests.test_pipeline_seed import SEED_1F1B_4_8
 
 PAGE = str(ROOT / "pages" / "pipeline.py")
 
@@ -75,8 +76,9 @@ def test_default_view_is_the_seed_1f1b_example():
     m = metrics(at)
     assert (m["Makespan"], m["Bubble: idle share"], m["Bubble: relative to ideal"]) == ("33", "27.27 %", "37.50 %")
     assert m["Peak activation"] == "4"
-    assert not at.code  # the text timeline is drawn when its expander is opened (tests/test_browser_pipeline.py)
+    assert not at.code  # the text timeline is drawn when its expander is opened (its state is in the URL)
     assert [e.key for e in at.expander if e.key] == ["per_device", "text_timeline"]
+    assert run({"text_timeline": "true"}).code[0].value == SEED_1F1B_4_8  # character for character
     (gantt, config), (memory, _) = figures(at)
     assert dict(op_bars(gantt)) == {"F": 32, "B": 32}
     assert gantt["layout"]["xaxis"]["range"][1] == pytest.approx(33 * 1.005) and "shapes" not in gantt["layout"]

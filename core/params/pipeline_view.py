@@ -20,6 +20,10 @@ VIEW = table(
               "one, for the same global batch (its micro-batches are then larger or smaller), then compare."),
     Spec("frontier", "bool", False, label="Memory/bubble frontier",
          help="Every schedule at these p, m, v and costs, by peak activation memory against idle share."),
+    Spec("per_device", "bool", False, label="Per device",
+         help="The per-device table (busy, idle, peaks, weight versions) is open."),
+    Spec("text_timeline", "bool", False, label="Text timeline (course notation)",
+         help="The text timeline is open: one character per time unit, as in the course notes."),
 )
 
 COMPARE = Spec("compare", "choice", SCHEDULE_NAMES[0], choices=SCHEDULE_NAMES, max_items=len(SCHEDULE_NAMES) - 1,
