@@ -61,7 +61,7 @@ if v["gpu"] == "custom":
     with st.expander("Custom GPU and server", expanded=True):
         cols = st.columns(5)
         for i, key in enumerate(GPU_KEYS):
-            v[key] = spec_input(PLAN[key], container=cols[i])
+            v[key] = spec_input(PLAN[key], container=cols[i % 5])
 with st.expander("Search space: pin any dimension to evaluate your own layout"):
     cols = st.columns(3)
     for i, key in enumerate(SEARCH):
@@ -99,6 +99,7 @@ if best is not None:
 # --- chart and table -------------------------------------------------------------------------------------
 metric = spec_input(VIEW["y"], widget="radio", horizontal=True)
 st.plotly_chart(fp.tradeoff(view.points, metric, view.gpu_mem_bytes, view.usable_bytes), key="planner_chart")
+st.plotly_chart(fp.breakdown(view.top_feasible if view.feasible else view.top), key="planner_breakdown")
 cols = st.columns([2, 2, 3])
 only = spec_input(VIEW["feasible_only"], container=cols[0])
 rows = spec_input(VIEW["rows"], container=cols[1])

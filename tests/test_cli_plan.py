@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.cli import main
+from core.cost.rates import calibration
 from core.planner.exports import confirmed, flatten_keys
 from core.planner.plan import JSON_KEYS
 from core.units import GB
@@ -36,15 +37,17 @@ def test_as_a_user_runs_it():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Llama 3 70B (70.6B parameters) on 64 x NVIDIA A100 80GB SXM")
-    assert lines[5].split()[:4] == ["1", "8", "1", "8"]  # rank 1: t = 8 inside a server, no pipeline, d = 8
+    # rank 1: t = 4 inside a server, no pipeline, d = 16 (per operation, less TP traffic beats smaller GEMMs' shards)
+    assert lines[5].split()[:4] == ["1", "4", "1", "16"]
 
 
 def test_json_lists_candidates_with_the_documented_keys(capsys):
     code, out, err = plan(capsys, *LLAMA70, "--json", "--top", "0")
     assert code == 0, err
     data = json.loads(out)
-    assert len(data) > 1000 and set(data[0]) == set(JSON_KEYS) >= set(REQUIRED)
+    assert len(data) > 1000 and set(data[0]) == {*JSON_KEYS, "breakdown"} and set(JSON_KEYS) >= set(REQUIRED)
     best = data[0]
+    assert sum(best["breakdown"].values()) == pytest.approx(best["step_time_s"])  # seconds by component
     assert best["rank"] == 1 and best["fits"] and best["reasons"] == [] and best["memory_bytes"] < 72e9
     infeasible = [c for c in data if c["rank"] is None]
     assert infeasible and all(c["reasons"] for c in infeasible)
@@ -71,8 +74,9 @@ def test_pinned_published_layout_with_explanation(capsys):
     assert "1 of 1 candidates feasible" in out
     assert "Recommended for BLOOM-176B on 384 x NVIDIA A100 80GB SXM" in out
     assert "t = 4 (inside a server) x p = 12 1f1b x d = 8, ZeRO-1, micro-batch 2 (m = 128), recompute full" in out
-    for needle in ("Assumptions:", "Achievable fraction of peak = 0.6", "uneven stages: 70 layers over 12 stages",
-                   "simulated for 1f1b with p = 12, m = 128"):
+    for needle in ("Assumptions:", f"Large-GEMM fraction of peak = {calibration()['fitted']['gemm_eff']:g}",
+                   "GEMM output tile = 256 x 128", "uneven stages: 70 layers over 12 stages",
+                   "simulated for 1f1b with p = 12, m = 128", "By component: GEMMs"):
         assert needle in out
 
 

@@ -38,9 +38,22 @@ def test_every_assumption_has_a_default_and_a_justification():
     for r in rows:
         assert r["value"] == ASSUMPTIONS[r["key"]].default
         assert len(r["why"]) > 40 and r["why"].endswith(".")
-    assert rows[0]["why"] == WHY["eff"] and "Narayanan" in rows[0]["why"]
+    assert rows[0]["why"] == WHY["eff"] and "calibrated" in rows[0]["why"] and "0.6" in rows[0]["why"]
     with pytest.raises(InputError):
         Assumptions(tp_overlap=1.5)
+
+
+def test_with_a_gpu_the_assumptions_list_the_resolved_efficiency_parameters():
+    from core.cost.rates import calibration
+    from core.model import presets
+
+    fitted = calibration()["fitted"]
+    rows = {r["key"]: r for r in Assumptions().rows(presets.gpu("a100-80gb"))}
+    assert rows["gemm_eff"]["value"] == fitted["gemm_eff"] and rows["mem_eff"]["value"] == fitted["mem_eff"]
+    assert rows["gemm_k0"]["value"] == fitted["gemm_k0"] and "eff" not in rows
+    assert "fitted on" in rows["gemm_eff"]["why"] and rows["tile"]["value"] == "256 x 128"
+    overridden = {r["key"]: r for r in Assumptions(eff=0.5).rows(presets.gpu("a100-80gb"))}
+    assert overridden["gemm_eff"]["value"] == 0.5  # an old URL's eff=0.5 still means something: the GEMM fraction
 
 
 def test_search_dimensions_are_all_or_pinned():

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from core.cost.step_time import COLUMN
 from core.errors import InputError
 from core.params import zero_page
 from core.params.memory import ZERO
@@ -34,9 +35,8 @@ TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
 CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
-        "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", "tp_exposed_s", "dp_exposed_s",
-        "bubble_s", "tf", "tb", "tw", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes",
-        "a2a_exposed_s", "ring_exposed_s")
+        "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf", "tb", "tw",
+        "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes")
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
 
 
@@ -134,9 +134,22 @@ def candidates_csv(q: PlannerParams) -> str:
 
 
 def pipeline_params(row: pd.Series) -> dict[str, Any]:
-    """The Pipeline page's keys for this candidate's schedule, p, m (and v) at the planner's unit costs."""
-    params = {"schedule": row["schedule"], "p": int(row["p"]), "m": int(row["m"]), "tf": float(row["tf"]),
-              "tb": float(row["tb"]), "tw": float(row["tw"])}
+    """The Pipeline page's keys for this candidate's schedule, p, m (and v) with the costs the planner simulated it
+    with (core.planner.plan.simulated_costs): its forward time in milliseconds (seconds when that would not fit
+    the page's range), the backward and weight-gradient times and the end stages' cost factors as rounded for
+    the simulation, so the page shows the same bubble."""
+    q = planner.simulated_costs(row["schedule"], row["tf"], row["tb"], row["tw"], row["first_stage_factor"],
+                                row["last_stage_factor"], row["p"])
+    ms = 1e3 * float(row["tf"])
+    tf = round(ms if ms <= 100.0 else ms / 1e3, 3)
+    tf = float(min(max(tf, PIPELINE["tf"].lo), 100.0))
+
+    def clip(key: str, value) -> float:
+        return float(min(max(float(value), PIPELINE[key].lo), PIPELINE[key].hi))
+
+    params = {"schedule": row["schedule"], "p": int(row["p"]), "m": int(row["m"]), "tf": tf,
+              "tb": clip("tb", round(tf * float(q["tb"]), 6)), "tw": clip("tw", round(tf * float(q["tw"]), 6)),
+              "first_stage": clip("first_stage", q["first"]), "last_stage": clip("last_stage", q["last"])}
     if row["schedule"] == "interleaved":
         params["v"] = int(row["v"])
     return params

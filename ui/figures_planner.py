@@ -10,9 +10,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
+from core.cost.step_time import COLUMN, LABELS
 from ui.layout import is_presentation
 
 FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
+PARTS = {"gemm": "#0072B2", "attention": "#56B4E9", "memory_bound": "#009E73", "tp": "#E69F00", "pp": "#F0E442",
+         "bubble": "#BBBBBB", "dp": "#D55E00", "optimizer": "#CC79A7", "offload": "#000000"}  # step-time parts
 X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
 
 COLUMNS = {  # core column -> header with its unit, in display order
@@ -93,5 +96,29 @@ def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: f
                "range": [0, X_SPAN * gpu_gb]},
         yaxis={"title": y_title},
         legend={"orientation": "h", "y": -0.2}, title={"text": f"{y_title} against memory per GPU"},
+    )
+    return fig
+
+
+def breakdown(frame: pd.DataFrame, rows: int = 10) -> go.Figure:
+    """Where each of the first `rows` candidates' step goes: one horizontal bar per candidate, stacked by component
+    (core.cost.step_time.BREAKDOWN; the parts add up to the step time)."""
+    part = frame[frame["step_time_s"].notna()].head(rows).iloc[::-1]
+    labels = [f"#{r['rank']:.0f} {r['t']}x{r['p']}x{r['d']} b{r['micro_batch_size']} Z{r['zero_stage']} "
+              f"{r['recompute']}" if r["rank"] == r["rank"] else f"{r['t']}x{r['p']}x{r['d']} (infeasible)"
+              for r in part.to_dict("records")]
+    size = 22 if is_presentation() else 14
+    fig = go.Figure()
+    for key, color in PARTS.items():
+        values = part[COLUMN[key]]
+        if not (values > 0).any():
+            continue
+        fig.add_trace(go.Bar(y=labels, x=values, name=LABELS[key], orientation="h", marker={"color": color},
+                             hovertemplate=f"{LABELS[key]}: %{{x:.3g}} s<extra></extra>"))
+    fig.update_layout(
+        barmode="stack", font={"size": size}, height=int((120 + 34 * len(part)) * (1.25 if is_presentation() else 1.0)),
+        margin={"t": 40, "b": 10}, xaxis={"title": "Seconds per step (the parts add up to the step time)"},
+        legend={"orientation": "h", "y": -0.25}, title={"text": "Where the step goes: the busiest device's operations, "
+                                                                 "its bubble, then what runs after the pipeline"},
     )
     return fig

@@ -35,9 +35,9 @@ FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
               "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
               "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
-              "dense_layers": "--dense-layers"}
+              "dense_layers": "--dense-layers", "flash": "--flash"}
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpn": "--gpus-per-node",
-             "intra_bw": "--intra-bw", "inter_bw": "--inter-bw"}
+             "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw", "gpu_sms": "--gpu-sms"}
 
 
 def build(parser: argparse.ArgumentParser) -> None:

@@ -28,7 +28,6 @@ import numpy as np
 from core.cost import comm
 from core.errors import InputError
 from core.model.counts import attention_core_width, matmul_params_per_layer
-from core.params.model import ACHIEVABLE_FRACTION
 
 if TYPE_CHECKING:
     from core.model.config import ModelConfig
@@ -102,11 +101,11 @@ def utilization(flops, step_time, n_gpus, peak_flops):
     return flops / (t * g * peak)
 
 
-def compute_time(flops, n_gpus, peak_flops, efficiency=ACHIEVABLE_FRACTION):
-    """Seconds of pure compute when `flops` (hardware FLOPs) are spread evenly over the GPUs.
+def compute_time(flops, n_gpus, peak_flops, efficiency):
+    """Seconds of compute when `flops` (hardware FLOPs) are spread evenly over the GPUs at one fraction of peak.
 
-    efficiency is the named assumption 'achievable fraction of peak' (see core.params.model.ACHIEVABLE_FRACTION);
-    bubble and exposed communication are added by the planner, not here.
+    A back-of-the-envelope bound for the lecture-style question; the planner times every operation instead
+    (core.cost.layer_ops).
     """
     flops, g, peak, eff = (np.asarray(x, dtype=float) for x in (flops, n_gpus, peak_flops, efficiency))
     if np.any(eff <= 0) or np.any(eff > 1):

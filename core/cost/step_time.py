@@ -1,23 +1,23 @@
-"""Estimated time of one training step for many candidate layouts at once, from named assumptions.
+"""Time of one training step for many candidate layouts at once, from the per-operation model and the simulator.
 
-A step is the pipeline's makespan plus the communication nothing hides:
+Two calls, with the pipeline simulator between them (core.planner.plan runs it):
 
-    compute    hardware FLOPs (core.cost.flops.training_flops, recompute counted) / (G x peak x eff),
-               x stage imbalance (the slowest stage holds ceil(L / (p v)) layers per chunk)
-    pipeline   (compute + exposed TP) x makespan / busy, the ratio measured by the pipeline simulator for
-               (schedule, p, m, v) at the unit costs below: the bubble stretches every op, TP traffic included
-    TP         core.cost.comm.tp_layer_bytes per layer and micro-batch over the server link (or the network when the
-               TP group spans servers), (1 - tp_overlap) of it exposed
-    PP         the fill and drain chains, 2 (p v - 1) sends of core.cost.comm.p2p_bytes plus a latency each
-    DP / ZeRO  core.cost.comm.ZERO_COLLECTIVES with ring volumes (core.cost.comm.collective_bytes); each
-               collective hides behind dp_overlap of the compute it can overlap (the backward for gradients,
-               the forward for parameter gathers) and is repeated per micro-batch where the stage needs it (TIMING)
-    offload    host-link traffic of the sharded gradients and parameters, and the CPU optimizer step (exposed)
+1. `stage_costs`: per micro-batch, what one device's share of the model costs in forward (t_f), input-gradient
+   backward plus what recompute re-runs (t_b) and weight-gradient backward (t_w), from core.cost.layer_ops on the
+   fullest stage (ceil(L / (p v)) layers per chunk), with the pipeline sends (blocking, as Megatron-LM waits for
+   them) added to every forward and backward. The first stage also runs the embedding, the last the output
+   layer and the loss: their extra time is each stage's cost factor, so the simulated bubble reflects the
+   imbalance (core.pipeline.simulate.Costs.stage_factors).
+2. `estimate`: the busiest device's busy time x the simulated makespan / busy ratio is the pipeline; then the
+   data-parallel / ZeRO collectives nothing hides, the optimizer step (memory-bound over the local shard) and
+   offload traffic. Every component is reported so that they add up to step_time_s:
 
-The bubble *share* of equal stages does not depend on the scale of t_f and t_b, so one unit-cost simulation per
-(schedule, p, m, v) serves every model and every recompute mode; recompute lengthens all ops in proportion
-(its FLOPs are in `compute`). Every other assumption is a field of `Assumptions` (ranges, defaults and the
-one-line justifications live in core.params.planner.ASSUMPTIONS).
+       gemm + attention + memory_bound + tp + pp    the busiest device's operations (exposed TP communication)
+       + bubble                                     its idle time inside the simulated makespan
+       + dp + optimizer + offload                   after the pipeline drains
+
+Every named number is a field of `Assumptions` (core.params.planner.ASSUMPTIONS) or of core.cost.rates.Rates
+(assets/efficiency.json).
 """
 
 from __future__ import annotations
@@ -27,17 +27,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from core.cost import comm, flops
+from core.cost.gemm import stream_time
+from core.cost.layer_ops import COMPONENTS, PHASES, embedding_times, layer_times, output_times
+from core.cost.rates import Rates
 from core.model.config import GpuSpec, ModelConfig
 from core.params.planner import ASSUMPTIONS, WHY
-from core.pipeline.schedules import REGISTRY
 from core.units import GB
 
-# Unit op costs the planner simulates with (the Pipeline page's t_f, t_b, t_w). Backward = 2 x forward in FLOPs
-# (Narayanan et al.); a split backward gives half to the input gradient and half to the weight gradient,
-# the Zero Bubble paper's T_F = T_B = T_W.
-UNIT_COSTS = {False: (1.0, 2.0, 0.0), True: (1.0, 1.0, 1.0)}
-
-# When each of a ZeRO stage's collectives (core.cost.comm.ZERO_COLLECTIVES, same order) runs and what hides it:
+# What each ZeRO stage's collectives (core.cost.comm.ZERO_COLLECTIVES, same order) wait for and what hides them:
 # "step" = once per optimizer step, "micro" = for every micro-batch; "fwd" / "bwd" = the compute that overlaps
 # it. Megatron's distributed optimizer (stage 1) accumulates full gradients and reduce-scatters once; stage 2
 # keeps only a gradient shard, so each micro-batch's gradients are reduced (DeepSpeed); stage 3 gathers the
@@ -50,6 +47,7 @@ TIMING = {
 }
 assert all(len(TIMING[s]) == len(comm.ZERO_COLLECTIVES[s]) for s in range(4))
 
+
 def zero_volume_per_step(stage: int, m: int) -> float:
     """Values each rank sends per optimizer step, in multiples of the rank's parameters as N_d grows, with the
     collectives repeated per micro-batch as TIMING says: 2 for DP and ZeRO-1, m + 1 for ZeRO-2, 3m for ZeRO-3
@@ -58,14 +56,25 @@ def zero_volume_per_step(stage: int, m: int) -> float:
                      for (c, _), (when, _) in zip(comm.ZERO_COLLECTIVES[stage], TIMING[stage], strict=True)))
 
 
+BREAKDOWN = ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "a2a", "ring", "optimizer", "offload")
+# Each component's column in the planner's frame (TP, PP, DP, the MoE all-to-all and ring attention's K/V
+# exchange are the exposed part of that communication).
+COLUMN = {"gemm": "gemm_s", "attention": "attention_s", "memory_bound": "memory_bound_s", "tp": "tp_exposed_s",
+          "pp": "pp_exposed_s", "bubble": "bubble_s", "dp": "dp_exposed_s", "a2a": "a2a_exposed_s",
+          "ring": "ring_exposed_s", "optimizer": "optimizer_s", "offload": "offload_s"}
+LABELS = {"gemm": "GEMMs", "attention": "attention core", "memory_bound": "memory-bound ops",
+          "tp": "tensor-parallel comm", "pp": "pipeline sends", "bubble": "pipeline bubble",
+          "dp": "data-parallel / ZeRO comm", "a2a": "MoE all-to-all", "ring": "ring-attention K/V exchange",
+          "optimizer": "optimizer step", "offload": "offload"}
+
 NOT_MODELLED = (
-    "Small micro-batches run matrix units less efficiently; the achievable fraction of peak is the same for "
-    "every micro-batch size.",
-    "Embedding and logit FLOPs are spread evenly over the stages (Megatron can give the first and last stage "
-    "fewer layers to balance them).",
-    "Optimizer-step time on the GPU, data loading and the small global-norm all-reduce are left out.",
-    "Collectives are rings at per-GPU bandwidth; tree or hierarchical algorithms and network congestion are not "
+    "Kernel launch gaps, data loading, logging and Python overhead between kernels are not modelled.",
+    "Layers are spread as evenly as possible; the fullest stage sets the pace (ceil(L / (p v)) layers per chunk).",
+    "Collectives are rings at the link's per-GPU bandwidth times the achievable fraction (a ring spanning servers "
+    "uses as many network links per server as it has ranks there); tree algorithms and congestion are not "
     "modelled.",
+    "The efficiency fractions were fitted on A100 runs of Megatron-LM; other GPUs use the same fractions of their "
+    "own peak and bandwidth unless their preset says otherwise.",
 )
 
 
@@ -74,8 +83,11 @@ class Assumptions:
     """The step-time model's named numbers (see core.params.planner.ASSUMPTIONS for what each means)."""
 
     eff: float = ASSUMPTIONS["eff"].default
+    mem_eff: float = ASSUMPTIONS["mem_eff"].default
     comm_eff: float = ASSUMPTIONS["comm_eff"].default
     tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
+    tp_bwd_overlap: bool = ASSUMPTIONS["tp_bwd_overlap"].default
+    grad_accum_fusion: bool = ASSUMPTIONS["grad_accum_fusion"].default
     dp_overlap: float = ASSUMPTIONS["dp_overlap"].default
     p2p_latency_us: float = ASSUMPTIONS["p2p_latency_us"].default
     reserve_frac: float = ASSUMPTIONS["reserve_frac"].default
@@ -88,125 +100,217 @@ class Assumptions:
         for f in fields(self):
             ASSUMPTIONS[f.name].check(getattr(self, f.name))
 
-    def rows(self) -> list[dict]:
-        """Every assumption with its value, unit and justification, for the recommendation and the page."""
-        return [{"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
-                 "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)}
-                for f in fields(self)]
+    @property
+    def latency_s(self) -> float:
+        return self.p2p_latency_us * 1e-6
+
+    def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
+        """Every assumption with its value, unit and justification; with `gpu`, the resolved efficiency
+        parameters (calibrated or overridden) replace the 0 = calibrated inputs."""
+        out = []
+        for f in fields(self):
+            if gpu is not None and f.name in ("eff", "mem_eff"):
+                continue
+            out.append({"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
+                        "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)})
+        if gpu is not None:
+            out = self.rates(gpu).rows() + out
+        return out
+
+    def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
+        return Rates.of(gpu, self.eff, self.mem_eff, fp8)
 
 
-def unit_costs(schedule: str) -> tuple[float, float, float]:
-    """(t_f, t_b, t_w) the planner simulates `schedule` with."""
-    return UNIT_COSTS[REGISTRY[schedule].split_backward]
+def link(inside, gpu: GpuSpec, a: Assumptions, ranks_per_node=1) -> np.ndarray:
+    """Achieved bytes/s per GPU: the server link where `inside`, else the network, one NIC per rank of the ring in
+    each server (NCCL runs as many rings as a server has ranks in the group), at most the server link."""
+    network = np.minimum(gpu.inter_bytes_per_s * np.maximum(ranks_per_node, 1), gpu.intra_bytes_per_s)
+    return np.where(inside, gpu.intra_bytes_per_s, network) * a.comm_eff
 
 
-def stage_imbalance(layers: int, p, chunks) -> np.ndarray:
-    """Slowest stage / average stage: ceil(L / (p v)) layers per chunk on the fullest device."""
-    n = np.asarray(p) * np.asarray(chunks)
-    return np.ceil(layers / n) * n / layers
+@dataclass(frozen=True, eq=False)
+class StageCosts:
+    """Per micro-batch seconds of one device's share of the model, by phase, and what the end stages add."""
+
+    tf: np.ndarray  # forward of all the device's chunks, sends included
+    tb: np.ndarray  # input-gradient backward + recompute, sends included
+    tw: np.ndarray  # weight-gradient backward
+    body: dict[str, np.ndarray]  # the same time (tf + tb + tw) by component: gemm, attention, memory_bound, tp, pp
+    head: dict[str, np.ndarray]  # the embedding's time on the first stage, by component
+    tail: dict[str, np.ndarray]  # the output layer and loss on the last stage, by component
+    tp_exposed: float  # share of TP communication on the critical path (1 - tp_overlap); "tp" entries are before it
+    layer_compute: np.ndarray  # one layer's operations without communication, per micro-batch (for the TP ratio)
+
+    def subset(self, mask) -> StageCosts:
+        """The same costs for the candidates where `mask` is true."""
+        def pick(d):
+            return {k: np.broadcast_to(v, mask.shape)[mask] for k, v in d.items()}
+        return StageCosts(self.tf[mask], self.tb[mask], self.tw[mask], pick(self.body), pick(self.head),
+                          pick(self.tail), self.tp_exposed, np.broadcast_to(self.layer_compute, mask.shape)[mask])
+
+    @property
+    def per_micro(self) -> np.ndarray:
+        return self.tf + self.tb + self.tw
+
+    def _exposed(self, parts: dict[str, np.ndarray]) -> np.ndarray:
+        return sum(v * (self.tp_exposed if k == "tp" else 1.0) for k, v in parts.items())
+
+    @property
+    def head_total(self) -> np.ndarray:
+        return self._exposed(self.head)
+
+    @property
+    def tail_total(self) -> np.ndarray:
+        return self._exposed(self.tail)
+
+    def factors(self, chunks) -> tuple[np.ndarray, np.ndarray]:
+        """Cost factors of the first and the last global stage (a chunk's nominal work is per_micro / v)."""
+        chunk = self.per_micro / np.asarray(chunks, dtype=float)
+        return 1.0 + self.head_total / chunk, 1.0 + self.tail_total / chunk
 
 
-def _link(inside, gpu: GpuSpec, a: Assumptions) -> np.ndarray:
-    """Achieved bytes/s per GPU: the server link where `inside` is true, the network otherwise."""
-    return np.where(inside, gpu.intra_bytes_per_s, gpu.inter_bytes_per_s) * a.comm_eff
+def _by_component(times: dict) -> dict[str, np.ndarray]:
+    """Seconds summed over the phases, by component (TP as issued, before the assumed tp_overlap)."""
+    names = {"gemm": "gemm", "attention": "attention", "memory_bound": "memory", "tp": "tp"}
+    return {k: sum(times[ph][c] for ph in PHASES) for k, c in names.items()}
 
 
-def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, gpus: int, batch: int, t, p, d, b, m, chunks,
-             zero, recompute, sp, offload, psi_rank, makespan_factor, param_bytes: float = 2.0,
-             grad_bytes: float = 2.0, cp=1, peak_flops: float | None = None, expert: dict | None = None,
-             extra: dict | None = None) -> dict[str, np.ndarray]:
-    """Seconds per step by component, tokens/s, MFU and HFU for arrays of candidates (one entry each).
+def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b, chunks, recompute, sp,
+                split=False, cp=1, ep=1, etp=None, fp8: bool = False) -> StageCosts:
+    """Per-micro-batch costs of the fullest device for arrays of candidates (one entry each).
 
-    recompute and offload are arrays of names; makespan_factor is the simulator's makespan / busiest device's
-    busy time (1 + the bubble relative to ideal). psi_rank: parameters on one GPU before ZeRO sharding.
-    Beyond t x p x d (core.planner.cp_ep supplies these): d is the data-parallel group of the dense weights
-    (d x cp under context parallelism); cp divides each GPU's tokens, hence its TP and pipeline traffic;
-    peak_flops is the rate the FLOPs run at (FP8's blended peak; MFU stays against the BF16 peak); expert =
-    {"rank", "group", "param_bytes", "inside"}: routed-expert parameters per GPU, their ZeRO group, weight bytes,
-    whether that group stays in a server; extra = {name: (total s, exposed s)} of further communication (the MoE
-    all-to-all, ring attention), each exposed part added to the step.
+    split: the schedule splits the backward (zero-bubble), so the weight-gradient GEMMs cannot hide the input
+    gradient's TP collectives as Megatron-LM's backward does. cp splits each sequence over cp ranks; ep / etp
+    spread the routed experts (core.cost.layer_ops.layer_times); fp8 runs the linear layers at the FP8 peak.
     """
-    t, p, d, b, m, chunks, zero = (np.asarray(x) for x in (t, p, d, b, m, chunks, zero))
-    recompute, offload, sp = np.asarray(recompute), np.asarray(offload), np.asarray(sp, dtype=bool)
+    t, p, d, b, chunks = (np.asarray(x) for x in (t, p, d, b, chunks))
+    sp, recompute, split = np.asarray(sp, dtype=bool), np.asarray(recompute), np.asarray(split, dtype=bool)
     cp = np.asarray(cp, dtype=float)
-    peak = gpu.peak_flops if peak_flops is None else peak_flops
-    rate = peak * a.eff
-    n = t.shape[0]
-
-    hw = np.zeros(n)
-    tp_bytes_layer = np.zeros(n)
-    tp_ratio = np.zeros(n)
-    tp_bw = _link(~flops.tp_crosses_node(t, gpu.gpus_per_node), gpu, a)
-    for mode in flops.RECOMPUTE:
-        sel = recompute == mode
-        if sel.any():
-            hw[sel] = float(flops.training_flops(model, batch, mode))
-            tp_bytes_layer[sel] = comm.tp_layer_bytes(model.seq, b[sel], model.hidden, t[sel], mode)
-            tp_ratio[sel] = flops.tp_comm_compute_ratio(model, b[sel], t[sel], tp_bw[sel], rate, mode)
-    tp_bytes_layer = tp_bytes_layer / cp
-    model_flops = float(flops.model_flops(model, batch))
-
-    compute = flops.compute_time(hw, gpus, peak, a.eff) * stage_imbalance(model.layers, p, chunks)
+    r = a.rates(gpu, fp8)
+    tp_bw = link(t <= gpu.gpus_per_node, gpu, a)
+    lat = a.latency_s
+    layer = layer_times(model, r, b, t, sp, recompute, tp_bw, lat, a.grad_accum_fusion, cp=cp, ep=ep,
+                        etp=t if etp is None else etp, capacity=a.moe_capacity)
+    if a.tp_bwd_overlap:
+        layer["B"]["tp"] = layer["B"]["tp"] - np.where(split, 0.0, layer["hidden"]["tp"])
+    exposed = 1.0 - a.tp_overlap
+    per_layer = {ph: sum(layer[ph][c] * (exposed if c == "tp" else 1.0) for c in COMPONENTS) for ph in PHASES}
     layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
-    tp_total = tp_bytes_layer * layers_dev * m / tp_bw
-    tp_exposed = (1.0 - a.tp_overlap) * tp_total
-    pipeline = (compute + tp_exposed) * makespan_factor
-    bubble = pipeline - compute - tp_exposed
 
-    pp_bw = _link(t * d * p <= gpu.gpus_per_node, gpu, a)
-    send = a.p2p_latency_us * 1e-6 + comm.p2p_bytes(model.seq, b, model.hidden, t, sp) / cp / pp_bw
-    pp = np.where(p > 1, 2.0 * (p * chunks - 1) * send, 0.0)
+    # Pipeline sends: one activation per chunk forward, one gradient per chunk backward, each 1/t of the s x b x h
+    # tensor when t > 1 (Megatron's scatter/gather, or sequence parallelism), over the link between stages: the
+    # network unless the whole t x d x p layout sits in one server (ranks run t fastest, then d, then p).
+    pp_bw = link(t * d * p <= gpu.gpus_per_node, gpu, a)
+    sent = comm.p2p_bytes(model.seq, b, model.hidden, t, t > 1) / cp
+    send = np.where(p > 1, chunks * (sent / pp_bw + lat), 0.0)
 
-    dp_bw = _link(t * d <= gpu.gpus_per_node, gpu, a)
-    dp_total, dp_exposed = _data_parallel(zero, d, m, psi_rank * param_bytes, compute, dp_bw, a)
-    off = _offload(offload, zero, d, m, psi_rank, param_bytes, grad_bytes, a)
+    tf = layers_dev * per_layer["F"] + send
+    tb = layers_dev * (per_layer["B"] + per_layer["R"]) + send
+    tw = layers_dev * per_layer["W"]
+    body = {k: layers_dev * v for k, v in _by_component(layer).items()}
+    body["pp"] = 2.0 * send
+    head = _by_component(embedding_times(model, r, b / cp, t, sp, tp_bw, lat))
+    tail = _by_component(output_times(model, r, b / cp, t, sp, tp_bw, lat, a.grad_accum_fusion))
+    compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
+    return StageCosts(tf, tb, tw, body, head, tail, exposed, compute)
+
+
+def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, costs: StageCosts, *, gpus: int, batch: int, t, p, d,
+             m, chunks, zero, recompute, offload, psi_rank, makespan_factor, last_on_first, precision: str = "bf16",
+             param_bytes: float = 2.0, grad_bytes: float = 2.0, optimizer_bytes: float = 12.0,
+             expert: dict | None = None, extra: dict | None = None) -> dict[str, np.ndarray]:
+    """Seconds per step by component (BREAKDOWN, summing to step_time_s), tokens/s, MFU and HFU.
+
+    makespan_factor: the simulator's makespan / busiest device's busy time; last_on_first: the schedule puts the
+    last stage on the first device (V shapes). psi_rank: parameters on one GPU before ZeRO sharding; d: the dense
+    weights' data-parallel group (d x cp under context parallelism). expert = {"rank", "group", "param_bytes",
+    "inside"}: routed-expert parameters per GPU, their ZeRO group, weight bytes, whether that group stays in a
+    server (core.planner.cp_ep). extra = {"a2a" | "ring": (total s, exposed s)}: the MoE all-to-all and ring
+    attention's K/V exchange per step, their exposed part added after the pipeline.
+    """
+    t, p, d, m, chunks, zero = (np.asarray(x) for x in (t, p, d, m, chunks, zero))
+    offload, last_on_first = np.asarray(offload), np.asarray(last_on_first, dtype=bool)
+    first_dev = costs.per_micro + costs.head_total + np.where(last_on_first | (p == 1), costs.tail_total, 0.0)
+    last_dev = np.where(last_on_first | (p == 1), 0.0, costs.per_micro + costs.tail_total)
+    first_busiest = first_dev >= last_dev
+    busy = m * np.maximum(first_dev, last_dev)
+    out = {}
+    for k in ("gemm", "attention", "memory_bound", "tp"):
+        with_head = costs.body[k] + costs.head[k] + np.where(last_on_first | (p == 1), costs.tail[k], 0.0)
+        out[k] = m * np.where(first_busiest, with_head, costs.body[k] + costs.tail[k])
+    tp_comm = out["tp"]
+    out["tp"] = tp_comm * costs.tp_exposed
+    out["pp"] = m * costs.body["pp"]
+    pipeline = busy * makespan_factor
+    out["bubble"] = pipeline - busy
+
+    dp_bw = link(t * d <= gpu.gpus_per_node, gpu, a, gpu.gpus_per_node // np.maximum(t, 1))
+    windows = {"fwd": a.dp_overlap * costs.tf, "bwd": a.dp_overlap * (costs.tb + costs.tw)}
+    dp_total, out["dp"] = _data_parallel(zero, d, m, psi_rank * param_bytes, windows, dp_bw, a)
+    shard = psi_rank / np.where(zero >= 1, d, 1)
+    out["offload"] = _offload(offload, zero, d, m, psi_rank, param_bytes, grad_bytes, a)
     if expert is not None:  # routed experts: their own ZeRO group, beside the dense weights' collectives
         rank, group = np.asarray(expert["rank"], dtype=float), np.asarray(expert["group"])
-        e_total, e_exposed = _data_parallel(zero, group, m, rank * expert["param_bytes"], compute,
-                                            _link(expert["inside"], gpu, a), a)
-        dp_total, dp_exposed = dp_total + np.where(rank > 0, e_total, 0.0), dp_exposed + np.where(rank > 0,
-                                                                                                   e_exposed, 0.0)
-        off = off + np.where(rank > 0, _offload(offload, zero, group, m, rank, expert["param_bytes"], grad_bytes, a),
-                             0.0)
+        e_total, e_exposed = _data_parallel(zero, group, m, rank * expert["param_bytes"], windows,
+                                            link(expert["inside"], gpu, a), a)
+        dp_total = dp_total + np.where(rank > 0, e_total, 0.0)
+        out["dp"] = out["dp"] + np.where(rank > 0, e_exposed, 0.0)
+        out["offload"] = out["offload"] + np.where(
+            rank > 0, _offload(offload, zero, group, m, rank, expert["param_bytes"], grad_bytes, a), 0.0)
+        shard = shard + rank / np.where(zero >= 1, group, 1)
+    moved = shard * (2.0 * optimizer_bytes + 18.0 + (8.0 if precision == "fp16" else 0.0))
+    out["optimizer"] = np.where(offload == "none", stream_time(a.rates(gpu), moved), 0.0)
+    totals = {}
+    for name in ("a2a", "ring"):
+        total, exposed = (extra or {}).get(name, (0.0, 0.0))
+        totals[f"{name}_s"] = np.broadcast_to(np.asarray(total, dtype=float), t.shape)
+        out[name] = np.broadcast_to(np.asarray(exposed, dtype=float), t.shape)
 
-    step = pipeline + pp + dp_exposed + off
-    more = {}
-    for name, (total, exposed) in (extra or {}).items():
-        more[f"{name}_s"], more[f"{name}_exposed_s"] = total, exposed
-        step = step + exposed
-    return {
-        "compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_total, "tp_exposed_s": tp_exposed,
-        "tp_ratio": tp_ratio, "pp_exposed_s": pp, "dp_comm_s": dp_total, "dp_exposed_s": dp_exposed,
-        "offload_s": off, **more, "step_time_s": step,
+    step = sum(out[k] for k in BREAKDOWN)
+    result = {COLUMN[k]: v for k, v in out.items()}
+    result.update({
+        "compute_s": out["gemm"] + out["attention"] + out["memory_bound"],
+        "tp_comm_s": tp_comm, "dp_comm_s": dp_total, **totals, "busy_s": busy, "step_time_s": step,
         "tokens_per_s": flops.tokens_per_second(batch, model.seq, step),
-        "mfu": flops.utilization(model_flops, step, gpus, gpu.peak_flops),
-        "hfu": flops.utilization(hw, step, gpus, gpu.peak_flops),
-        "tflops_per_gpu": hw / (step * gpus) / 1e12,
-    }
+        "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * np.ceil(model.layers / (p * chunks)) * chunks,
+                                                  1e-30),
+        **utilization(model, gpu, gpus=gpus, batch=batch, recompute=recompute, step=step),
+    })
+    return result
 
 
-def _data_parallel(zero, d, m, buffer_bytes, compute, bw, a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
+def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, recompute, step) -> dict[str, np.ndarray]:
+    """MFU (model FLOPs), HFU (with recompute) and achieved TFLOP/s per GPU counting recompute."""
+    recompute = np.asarray(recompute)
+    hw = np.zeros(recompute.shape)
+    for mode in flops.RECOMPUTE:
+        hw[recompute == mode] = float(flops.training_flops(model, batch, mode))
+    model_flops = float(flops.model_flops(model, batch))
+    return {"mfu": flops.utilization(model_flops, step, gpus, gpu.peak_flops),
+            "hfu": flops.utilization(hw, step, gpus, gpu.peak_flops),
+            "tflops_per_gpu": hw / (step * gpus) / 1e12}
+
+
+def _data_parallel(zero, d, m, buffer_bytes, windows, bw, a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
     """(total, exposed) seconds of the ZeRO stage's collectives over the d data-parallel ranks."""
-    fwd_share, bwd_share = 1.0 / 3.0, 2.0 / 3.0  # UNIT_COSTS: backward = 2 x forward
-    per_micro = compute / m
-    window = {"fwd": a.dp_overlap * per_micro * fwd_share, "bwd": a.dp_overlap * per_micro * bwd_share}
     total = np.zeros(zero.shape)
     exposed = np.zeros(zero.shape)
     for stage in range(4):
         sel = zero == stage
         if not sel.any():
             continue
-        per_micro_comm = {"fwd": 0.0, "bwd": 0.0}
+        per_micro = {"fwd": 0.0, "bwd": 0.0}
         for (collective, _), (when, hides) in zip(comm.ZERO_COLLECTIVES[stage], TIMING[stage], strict=True):
-            sec = comm.collective_bytes(collective, buffer_bytes[sel], d[sel]) / bw[sel]
+            sec = comm.collective_bytes(collective, buffer_bytes[sel], d[sel]) / bw[sel] + np.where(
+                d[sel] > 1, a.latency_s, 0.0)
             if when == "step":
                 total[sel] += sec
-                exposed[sel] += np.maximum(sec - window[hides][sel], 0.0)
+                exposed[sel] += np.maximum(sec - windows[hides][sel], 0.0)
             else:
-                per_micro_comm[hides] = per_micro_comm[hides] + sec
-        for hides, sec in per_micro_comm.items():
+                per_micro[hides] = per_micro[hides] + sec
+        for hides, sec in per_micro.items():
             total[sel] += m[sel] * sec
-            exposed[sel] += m[sel] * np.maximum(sec - window[hides][sel], 0.0)
+            exposed[sel] += m[sel] * np.maximum(sec - windows[hides][sel], 0.0)
     return total, exposed
 
 

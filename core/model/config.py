@@ -102,6 +102,7 @@ class ModelConfig:
     mlp gelu = GPT MLP (two h x ffn matrices); swiglu = gated MLP (three). kv_heads < heads = grouped-query
     attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer. `moe` replaces MLPs
     by routed experts (core.model.blocks.MoeConfig), `mla` the attention by multi-head latent attention.
+    flash_attention and dropout only change the step time (core.cost.layer_ops) and, for flash, the activations.
     """
 
     name: str
@@ -118,6 +119,8 @@ class ModelConfig:
     bias: bool = True
     position: str = "learned"
     embed_norm: bool = False
+    flash_attention: bool = False
+    dropout: bool = True
     params_published: float | None = None
     key: str = "custom"
     source: str = ""
@@ -137,7 +140,7 @@ class ModelConfig:
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
-        for name in ("tied", "bias", "embed_norm"):
+        for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout"):
             _flag(name, getattr(self, name))
         if self.hidden % self.heads:
             fix = (f"set heads to {self.hidden // HEAD_SIZE} (head size {HEAD_SIZE})" if self.hidden % HEAD_SIZE == 0
@@ -216,7 +219,11 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU type and its server. Bandwidths are per GPU and per direction (ring formulas need that)."""
+    """One GPU type and its server. Bandwidths are per GPU and per direction (ring formulas need that).
+
+    mem_bw_gbs and sms feed the per-operation time model (core.cost.layer_ops); gemm_eff / mem_eff are this GPU's
+    own published efficiencies when it has them (None = the calibrated values of assets/efficiency.json).
+    """
 
     name: str
     mem_gb: float
@@ -224,6 +231,10 @@ class GpuSpec:
     gpus_per_node: int
     intra_gbs: float
     inter_gbs: float
+    mem_bw_gbs: float = 3350.0
+    sms: int = 132
+    gemm_eff: float | None = None
+    mem_eff: float | None = None
     bf16: bool = True
     key: str = "custom"
     mem_label: str = ""
@@ -238,7 +249,12 @@ class GpuSpec:
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
         _checked(self, CLUSTER, {"mem_gb": "gpu_mem", "tflops": "gpu_tflops", "gpus_per_node": "gpn",
-                                 "intra_gbs": "intra_bw", "inter_gbs": "inter_bw"})
+                                 "intra_gbs": "intra_bw", "inter_gbs": "inter_bw", "mem_bw_gbs": "gpu_bw",
+                                 "sms": "gpu_sms"})
+        for name in ("gemm_eff", "mem_eff"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not 0.05 <= float(value) <= 1.0):
+                raise InputError(f"{name}: expected a fraction from 0.05 to 1 (or none), got {value!r}")
         _flag("bf16", self.bf16)
         if self.tflops_fp8 is not None:
             object.__setattr__(self, "tflops_fp8", CLUSTER["gpu_tflops"].parse(self.tflops_fp8))
@@ -256,6 +272,10 @@ class GpuSpec:
     def peak_flops_fp8(self) -> float | None:
         """Dense FP8 tensor peak in FLOP/s, None where the GPU has no FP8 tensor cores (Ampere, Volta)."""
         return None if self.tflops_fp8 is None else self.tflops_fp8 * 1e12
+
+    @property
+    def mem_bytes_per_s(self) -> float:
+        return self.mem_bw_gbs * 1e9
 
     @property
     def intra_bytes_per_s(self) -> float:

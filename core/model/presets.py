@@ -100,9 +100,9 @@ def gpu(key: str) -> GpuSpec:
 def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
     """A model from CLI/URL values keyed as in core.params.model.MODEL.
 
-    gelu selects a GPT-style block (LayerNorm, biases, learned positions), swiglu a Llama-style one (RMSNorm,
-    no biases, rotary positions): those details move the count by O(h) per layer only. experts > 0 makes every
-    layer after the first dense_layers a mixture-of-experts layer.
+    gelu selects a GPT-style block (LayerNorm, biases, learned positions, dropout), swiglu a Llama-style one
+    (RMSNorm, no biases, rotary positions, no dropout): those details move the count by O(h) per layer only.
+    experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer.
     """
     raw = dict(raw)
     auto = parse_strict({k: AUTO_HEADS[k] for k in ("heads", "kv_heads") if k in raw},
@@ -121,6 +121,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
+        flash_attention=v["flash"], dropout=not llama,
     )
 
 
@@ -135,8 +136,9 @@ def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0
 
 
 def custom_gpu(raw: Mapping[str, Any], name: str = "custom") -> GpuSpec:
-    """A GPU from CLI/URL values keyed gpu_mem, gpu_tflops, gpn, intra_bw, inter_bw (other CLUSTER keys ignored)."""
-    keys = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")
+    """A GPU from CLI/URL values keyed gpu_mem, gpu_tflops, gpn, intra_bw, inter_bw, gpu_bw, gpu_sms (other CLUSTER
+    keys ignored; a missing one takes its default)."""
+    keys = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms")
     v = parse_strict({k: CLUSTER[k] for k in keys}, {k: raw[k] for k in keys if k in raw})
     return GpuSpec(name=name, mem_gb=v["gpu_mem"], tflops=v["gpu_tflops"], gpus_per_node=v["gpn"],
-                   intra_gbs=v["intra_bw"], inter_gbs=v["inter_bw"])
+                   intra_gbs=v["intra_bw"], inter_gbs=v["inter_bw"], mem_bw_gbs=v["gpu_bw"], sms=v["gpu_sms"])

@@ -16,6 +16,12 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 @lru_cache(maxsize=8)
+def document(filename: str) -> dict[str, Any]:
+    """The whole of assets/<filename> as read (the calibration and validation data keep more than a list)."""
+    return json.loads((ASSETS / filename).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=8)
 def entries(filename: str, list_key: str) -> tuple[dict[str, Any], ...]:
     """The list `list_key` of assets/<filename>, as read (core.model.presets validates each entry)."""
     data = json.loads((ASSETS / filename).read_text(encoding="utf-8"))

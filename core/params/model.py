@@ -15,10 +15,10 @@ from core.params import Spec, catalog, table
 
 MLP_KINDS = ("gelu", "swiglu")
 
-# Default compute efficiency. Why 0.6: end-to-end runs that *include* the pipeline bubble and exposed
-# communication sustain 0.43-0.52 of dense peak in hardware FLOPs (Narayanan et al. 2021 Table 1: 44-52 %
-# on A100; Llama 3 405B: 38-43 % BF16 MFU on H100), so the compute-only fraction sits above that.
-ACHIEVABLE_FRACTION = 0.6
+# `eff` (and `mem_eff`) = 0 means "the GPU's calibrated value" (assets/efficiency.json, fitted by
+# scripts/fit_efficiency.py); a number overrides it. Before the per-operation time model, `eff` was one achievable
+# fraction of peak for all compute (default 0.6); an old URL's eff=0.6 now sets the large-GEMM fraction to 0.6.
+CALIBRATED = 0.0
 
 MODEL = table(
     Spec("layers", "int", 96, 1, 1024, label="Layers L", help="Transformer blocks."),
@@ -47,6 +47,8 @@ MODEL = table(
          help="Inner width of each expert (0 = the FFN size above; fine-grained experts are narrower)."),
     Spec("dense_layers", "int", 0, 0, 1024, label="Leading dense layers",
          help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
+    Spec("flash", "bool", False, label="Flash attention",
+         help="Fused attention kernel: no s x s scores in memory or traffic (changes step time and activations)."),
 )
 
 # A custom model's heads default to hidden / HEAD_SIZE (the head size of GPT-3, Llama and most published models),
@@ -82,8 +84,16 @@ CLUSTER = table(
          help="Per-GPU, one direction (NVLink 900 GB/s bidirectional = 450)."),
     Spec("inter_bw", "float", 50.0, 0.01, 100000.0, label="Inter-server bandwidth", unit="GB/s per direction",
          help="Per-GPU network share, one direction (400 Gb/s InfiniBand NDR = 50)."),
-    Spec("eff", "float", ACHIEVABLE_FRACTION, 0.05, 1.0, label="Achievable fraction of peak",
-         help="Share of dense peak the matrix maths sustains, before bubble and exposed communication."),
+    Spec("gpu_bw", "float", 3350.0, 1.0, 100000.0, label="Memory bandwidth", unit="GB/s",
+         help="HBM bandwidth per GPU from the datasheet (H100 SXM 3,350; A100 80GB 2,039): memory-bound operations "
+              "(norms, activations, softmax, the optimizer step) run at it."),
+    Spec("gpu_sms", "int", 132, 1, 1024, label="Streaming multiprocessors",
+         help="SMs (NVIDIA) or compute units (AMD) per GPU: a GEMM runs its output tiles in waves of this many."),
+    Spec("eff", "float", CALIBRATED, 0.0, 1.0, label="Large-GEMM fraction of peak",
+         help="Share of dense peak a large matrix multiplication sustains; smaller ones get less (wave "
+              "quantisation, short inner dimension). 0 = the GPU's calibrated value."),
+    Spec("mem_eff", "float", CALIBRATED, 0.0, 1.0, label="Achieved fraction of memory bandwidth",
+         help="Share of the HBM bandwidth memory-bound kernels sustain. 0 = the GPU's calibrated value."),
     Spec("batch", "int", 1536, 1, 1 << 22, label="Global batch", unit="sequences",
          help="Sequences per optimizer step across all data-parallel replicas."),
     Spec("mbs", "int", 1, 1, 1024, label="Micro-batch size b", unit="sequences",

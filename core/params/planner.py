@@ -37,31 +37,39 @@ MAX_HEADROOM_GB = 10_000.0
 _CHOICE_ALL = "all"
 
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied",
-                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
+                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "flash")
 
 # The planner's sequence length serves presets and custom models alike: 0 keeps the preset's own length
 # (MODEL["seq"]'s default for a custom model), a number trains either at that length.
 SEQ = Spec("seq", "int", 0, 0, MODEL["seq"].hi, label="Sequence length s", unit="tokens",
            help=f"0 = the preset's own length ({MODEL['seq'].default:,} for a custom model); a number trains the "
                 "model at that length, e.g. llama3-405b at 131072 for its 128K long-context stage.")
-_custom_gpu = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")
+_custom_gpu = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms")
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 ASSUMPTIONS = table(
     CLUSTER["eff"],
+    CLUSTER["mem_eff"],
     Spec("comm_eff", "float", 0.8, 0.05, 1.0, label="Achievable fraction of link bandwidth",
          help="Collectives rarely run at line rate (protocol overhead, synchronisation, shared links); "
               "0.8 is a round middle for NCCL rings on NVLink and InfiniBand."),
     Spec("tp_overlap", "float", 0.0, 0.0, 1.0, label="Tensor-parallel comm hidden",
          help="Megatron's tensor-parallel all-reduces sit between dependent matmuls, on the critical path, "
               "unless TP communication overlap is configured: none hidden by default."),
+    Spec("tp_bwd_overlap", "bool", True, label="TP backward overlap (Megatron-LM)",
+         help="Run each column-parallel layer's input-gradient all-reduce (or reduce-scatter) behind its "
+              "weight-gradient GEMM, as Megatron-LM has by default since September 2021 "
+              "(--no-async-tensor-model-parallel-allreduce turns it off); never with a split backward."),
+    Spec("grad_accum_fusion", "bool", True, label="Gradient-accumulation fusion (Megatron-LM)",
+         help="Accumulate weight gradients into the fp32 buffer inside the GEMM, as Megatron-LM has by default "
+              "since February 2022; off, every micro-batch adds them in a separate pass (10 bytes per parameter)."),
     Spec("dp_overlap", "float", 0.8, 0.0, 1.0, label="Share of the compute window that hides DP/ZeRO comm",
          help="Bucketed gradient collectives run during the backward pass (DeepSpeed overlap_comm, Megatron "
               "overlap_grad_reduce) and parameter gathers during the forward; the last bucket and kernel "
               "contention leave part exposed."),
-    Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Pipeline send latency", unit="microseconds",
-         help="Per point-to-point message: a few microseconds of NCCL launch and network latency. The fill and "
-              "drain chains of a pipeline pay it once per stage boundary; steady-state sends overlap compute."),
+    Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Message latency", unit="microseconds",
+         help="Per pipeline send and per collective: a few microseconds of NCCL launch and network latency, paid "
+              "on top of the bytes / bandwidth time."),
     Spec("reserve_frac", "float", 0.1, 0.0, 0.9, label="Memory reserve",
          help="Share of each GPU kept free for communication buckets, fused-kernel workspaces and allocator "
               "fragmentation (the CUDA context is covered by reading the GB label as 1e9 bytes)."),
@@ -81,8 +89,10 @@ ASSUMPTIONS = table(
 
 # Why the defaults are what they are, where the Spec's help (shared with other pages) says only what it means.
 WHY = {
-    "eff": "End-to-end runs that include the bubble and exposed communication sustain 0.43-0.52 of dense peak "
-           "(Narayanan et al. 2021, Table 1; Llama 3 405B: 38-43 % MFU), so the compute-only share sits above that.",
+    "eff": "0 uses the GPU's calibrated value (assets/efficiency.json, fitted by scripts/fit_efficiency.py on a "
+           "named calibration set of published Megatron-LM runs); a number overrides it. Before the per-operation "
+           "model this input was one fraction for all compute (0.6); it now applies to matrix multiplications only.",
+    "mem_eff": "0 uses the GPU's calibrated value (assets/efficiency.json); a number overrides it.",
 }
 
 SEARCH = table(
@@ -194,11 +204,14 @@ class PlannerParams:
     params: float = PLAN["params"].default
     mlp: str = PLAN["mlp"].default
     tied: bool = PLAN["tied"].default
+    flash: bool = PLAN["flash"].default
     gpu_mem: float = PLAN["gpu_mem"].default
     gpu_tflops: float = PLAN["gpu_tflops"].default
     gpn: int = PLAN["gpn"].default
     intra_bw: float = PLAN["intra_bw"].default
     inter_bw: float = PLAN["inter_bw"].default
+    gpu_bw: float = PLAN["gpu_bw"].default
+    gpu_sms: int = PLAN["gpu_sms"].default
     fix_t: int = 0
     fix_p: int = 0
     fix_d: int = 0
@@ -214,8 +227,11 @@ class PlannerParams:
     framework: str = PLAN["framework"].default
     min_headroom: float = PLAN["min_headroom"].default
     eff: float = PLAN["eff"].default
+    mem_eff: float = PLAN["mem_eff"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default
+    tp_bwd_overlap: bool = PLAN["tp_bwd_overlap"].default
+    grad_accum_fusion: bool = PLAN["grad_accum_fusion"].default
     dp_overlap: float = PLAN["dp_overlap"].default
     p2p_latency_us: float = PLAN["p2p_latency_us"].default
     reserve_frac: float = PLAN["reserve_frac"].default
@@ -271,5 +287,5 @@ class PlannerParams:
             return ("none", "optimizer", "optimizer+params") if value == _CHOICE_ALL else (value,)
         raise KeyError(key)
 
-    def assumptions(self) -> dict[str, float]:
+    def assumptions(self) -> dict[str, float | bool]:
         return {k: getattr(self, k) for k in ASSUMPTIONS}

@@ -151,7 +151,8 @@ def communication(model, gpu, a, c: dict, fp8: bool) -> dict[str, tuple[np.ndarr
     if np.any(cp > 1):
         bw = np.where(ring_attention.crosses_node(t, cp, gpn), inter, intra)
         width = attention_core_width(model)
-        rate = peak(model, gpu, False) * a.eff  # the attention core stays BF16
+        r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
+        rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
         total, exposed = ring_attention.layer_time(model.seq, b, model.hidden, model.heads, model.kv_heads, width, t,
                                                    cp, recompute, bw, rate)
         out["ring"] = (total * layers_dev * m, exposed * layers_dev * m)

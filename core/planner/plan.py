@@ -5,13 +5,17 @@
     result.layout(row)      # a core.planner.layout.Layout for the exporters (core.planner.exports)
 
 The planner derives no formula of its own. For each candidate it asks
+- core.cost.step_time (core.cost.layer_ops, per operation) for what one device's share of the model costs per
+  micro-batch in forward, backward and weight-gradient backward, and what the embedding and the output layer add
+  to the first and last stage;
 - the pipeline simulator (core.pipeline.schedules + core.pipeline.simulate) for the bubble and the micro-batches
-  in flight, once per distinct (schedule, p, m, v) at unit costs (core.cost.step_time.UNIT_COSTS), shared by
-  every candidate with that key and kept in a bounded cache across plans;
+  in flight on each stage, with those costs (their ratios and the end stages' cost factors, rounded so that
+  candidates with nearly the same costs share one simulation, kept in a bounded cache across plans);
 - core.memory (states, offload, fsdp) for model states under ZeRO over d (after the t x p split, the most
   loaded stage: the embedding on the first stage and the output layer on the last), and
-  core.memory.activations for the activations of the micro-batches in flight;
-- core.cost.step_time (core.cost.flops, core.cost.comm) for the step time, tokens/s and MFU.
+  core.memory.activations for the activations of the micro-batches each end stage holds (the first stage holds
+  the most, the last also keeps the fp32 logits): the worse stage is reported;
+- core.cost.step_time again for the step time, its breakdown, tokens/s and MFU.
 
 Infeasible candidates stay in the frame with their reasons (does not fit, m < p, TP crosses servers, batch does
 not divide, ...); filtering them is the caller's choice. Dimensions the search cannot cover are named in
@@ -39,9 +43,10 @@ from core.memory.offload import placement
 from core.model import presets
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.pipeline import MAX_OPS, PIPELINE
-from core.params.planner import MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
+from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY, build, chunks_per_device, estimated_ops
-from core.pipeline.simulate import Costs, compile_schedule, run
+from core.pipeline.schedules.ir import Schedule
+from core.pipeline.simulate import Compiled, Costs, compile_schedule, run
 from core.planner import cp_ep, frameworks, pins
 from core.planner.cp_ep_rules import violations
 from core.planner.exports import Export, export_all
@@ -52,36 +57,48 @@ EXPORT_KINDS = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "fsdp2
 EXPORT_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "fsdp": "torch", "fsdp2": "torch",
                     "torch": "torch"}
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
+# Step-time components (core.cost.step_time.BREAKDOWN) as frame columns; in JSON they are one `breakdown` object.
+BREAKDOWN_COLUMNS = step_time.COLUMN
 JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "schedule", "v", "micro_batch_size", "m",
-             "recompute",
-             "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
-             "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "fits", "inflight",
-             "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node", "compute_s",
-             "bubble_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s", "step_time_s",
-             "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks",
-             "expert_state_bytes", "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
+             "recompute", "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
+             "zero3_working_bytes", "activation_bytes", "worst_stage", "inflight", "inflight_last", "usable_bytes",
+             "headroom_bytes", "fits", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "first_stage_factor",
+             "last_stage_factor", "tp_ratio", "tp_crosses_node", "compute_s", "tp_exposed_s", "pp_exposed_s",
+             "bubble_s", "dp_comm_s", "dp_exposed_s", "optimizer_s", "offload_s", "step_time_s", "tokens_per_s",
+             "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes",
+             "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
 
 COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage",
            "recompute",
            "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
-           "zero3_working_bytes", "activation_bytes", "usable_bytes", "headroom_bytes", "memory_fraction", "fits",
-           "inflight", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "tp_ratio", "tp_crosses_node",
-           "compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "dp_comm_s", "dp_exposed_s",
-           "offload_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons",
-           "warnings", "frameworks", "expert_state_bytes", "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
-assert set(JSON_KEYS) <= set(COLUMNS)
+           "zero3_working_bytes", "activation_bytes", "worst_stage", "usable_bytes", "headroom_bytes",
+           "memory_fraction", "fits", "inflight", "inflight_last", "bubble_fraction", "bubble_vs_ideal", "tf", "tb",
+           "tw", "first_stage_factor", "last_stage_factor", "tp_ratio", "tp_crosses_node", "compute_s",
+           "gemm_s", "attention_s", "memory_bound_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "bubble_s",
+           "dp_comm_s", "dp_exposed_s", "optimizer_s", "offload_s", "step_time_s", "tokens_per_s", "mfu", "hfu",
+           "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes", "a2a_s",
+           "a2a_exposed_s", "ring_s", "ring_exposed_s")
+assert set(JSON_KEYS) <= set(COLUMNS) and set(BREAKDOWN_COLUMNS.values()) <= set(COLUMNS)
 _EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node"), bool),
-                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks"), object),
+                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks",
+                                  "worst_stage"), object),
                  **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "v", "zero_stage"),
                                  "int64")}
 
-_SIM_CACHE: dict[tuple, tuple[float, float, float, float] | str] = {}
+_SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
-# Simulation work one plan may do, in operations (each simulation also counts SIM_SETUP_OPS for building and
-# compiling its schedule): about a second on the 2-core development machine. The benchmarks' plans use a third
-# of it; only searches over thousands of distinct (schedule, p, m, v) reach it, and what it leaves out is named.
-SIM_BUDGET = 4_000_000
+_COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
+_COMPILED_MAX = 512
+# Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
+# a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
+# and what it leaves out is named.
+SIM_BUDGET = 12_000_000
 SIM_SETUP_OPS = 10_000
+# Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
+# candidates whose costs differ by less share one simulation. The planner applies the simulated makespan / busy
+# ratio to each candidate's own busy time, so the rounding moves a step time by about step x bubble share.
+RATIO_STEP = {False: 0.5, True: 0.1}  # schedules that do not split the backward barely depend on t_b / t_f
+FACTOR_STEP = 0.02
 MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported bubble can be opened there
 
 
@@ -90,7 +107,7 @@ MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported b
 def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
     """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
     model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq)
-    gpu = (presets.custom_gpu({k: getattr(q, k) for k in ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw")})
+    gpu = (presets.custom_gpu({k: getattr(q, k) for k in GPU_KEYS})
            if q.gpu == "custom" else presets.gpu(q.gpu))
     precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")
     if precision in ("bf16", "fp8") and not gpu.bf16:
@@ -253,27 +270,49 @@ def _candidates(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfi
 
 # ------------------------------------------------------------------------------------------- simulation
 
-def simulated(schedule: str, p: int, m: int, v: int) -> tuple[float, float, float, float] | str:
-    """(idle share, bubble relative to ideal, makespan / busiest device's busy time, peak micro-batches in flight)
-    for `schedule` at the planner's unit costs, or why the simulator refuses it (operation cap, m not a multiple
-    of p for interleaved, ...).
-
-    The same engine as core.pipeline.simulate (build, compile, run), without keeping the timeline: the planner
-    needs four numbers per key, and thousands of candidates share them.
-    """
+def _compiled(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
+    """The schedule's structure (stages, whether the last stage is on the first device, compiled dependencies),
+    built once per (schedule, p, m, v), or why the simulator refuses it."""
     key = (schedule, p, m, v)
+    if key not in _COMPILED:
+        try:
+            if estimated_ops(schedule, p, m, v) > MAX_OPS:
+                raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
+            s = build(schedule, p, m, v)
+            last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
+            out: tuple | str = (s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s))
+        except InputError as exc:
+            out = str(exc)
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = out
+    return _COMPILED[key]
+
+
+def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float = 0.0, first: float = 1.0,
+              last: float = 1.0) -> tuple[float, ...] | str:
+    """(idle share, bubble relative to ideal, makespan / busiest device's busy time, peak micro-batches in flight on
+    the first stage's device, on the last stage's device, 1.0 if both stages share a device) for `schedule` with
+    t_f = 1, t_b, t_w and the first and last global stage's cost factors, or why the simulator refuses it.
+
+    The same engine as core.pipeline.simulate (build, compile, run), without keeping the timeline.
+    """
+    key = (schedule, p, m, v, tb, tw, first, last)
     if key in _SIM_CACHE:
         return _SIM_CACHE[key]
-    try:
-        if estimated_ops(schedule, p, m, v) > MAX_OPS:
-            raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
-        s = build(schedule, p, m, v)
-        tl = run(s, Costs(*step_time.unit_costs(schedule)), compile_schedule(s))
-        busiest = float(tl.busy.max())
-        out: tuple | str = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / busiest,
-                            float(tl.peak_inflight.max()))
-    except InputError as exc:
-        out = str(exc)
+    structure = _compiled(schedule, p, m, v)
+    if isinstance(structure, str):
+        out: tuple | str = structure
+    else:
+        stages, v_shape, sched, compiled = structure
+        factors = np.ones(stages)
+        factors[0] *= first
+        factors[-1] *= last
+        tl = run(sched, Costs(1.0, tb, tw, 0.0, tuple(factors)), compiled)
+        inflight = tl.peak_inflight
+        last_device = 0 if v_shape else p - 1
+        out = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()), float(inflight[0]),
+               float(inflight[last_device]), float(v_shape))
     if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
         _SIM_CACHE.clear()
     _SIM_CACHE[key] = out
@@ -281,33 +320,69 @@ def simulated(schedule: str, p: int, m: int, v: int) -> tuple[float, float, floa
 
 
 def clear_cache() -> None:
-    """Forget every simulated (schedule, p, m, v) (benchmarks measure cold runs with it)."""
+    """Forget every simulated key and compiled schedule (benchmarks measure cold runs with it)."""
     _SIM_CACHE.clear()
+    _COMPILED.clear()
 
 
-def _simulate_all(c: dict, want: np.ndarray, free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+def simulated_costs(schedule, tf, tb, tw, first, last, p) -> dict[str, np.ndarray]:
+    """The costs a candidate is simulated with, relative to its t_f: t_b / t_f and t_w / t_f (t_w folded into t_b
+    where the schedule does not split the backward) and the first and last stage's cost factors, each rounded to
+    RATIO_STEP / FACTOR_STEP (the factors to 1 when p = 1). The Pipeline page link carries exactly these."""
+    split = np.vectorize(lambda name: REGISTRY[name].split_backward, otypes=[bool])(np.asarray(schedule))
+    step = np.where(split, RATIO_STEP[True], RATIO_STEP[False])
+    tf = np.maximum(np.asarray(tf, dtype=float), 1e-30)
+    b = np.where(split, tb, np.asarray(tb) + np.asarray(tw)) / tf
+    w = np.where(split, tw, 0.0) / tf
+    single = np.asarray(p) == 1
+    return {"split": split, "tb": np.maximum(np.round(b / step), 1) * step, "tw": np.round(w / step) * step,
+            "first": np.where(single, 1.0, 1.0 + np.round((np.asarray(first) - 1.0) / FACTOR_STEP) * FACTOR_STEP),
+            "last": np.where(single, 1.0, 1.0 + np.round((np.asarray(last) - 1.0) / FACTOR_STEP) * FACTOR_STEP)}
+
+
+def _sim_codes(c: dict, costs: step_time.StageCosts) -> np.ndarray:
+    """Per candidate, the integer simulation key: schedule, p, m, v, split, then simulated_costs in steps."""
+    first, last = costs.factors(c["chunks"])
+    q = simulated_costs(c["schedule_name"], costs.tf, costs.tb, costs.tw, first, last, c["p"])
+    step = np.where(q["split"], RATIO_STEP[True], RATIO_STEP[False])
+    codes = [np.round(q["tb"] / step), np.round(q["tw"] / step), np.round((q["first"] - 1.0) / FACTOR_STEP),
+             np.round((q["last"] - 1.0) / FACTOR_STEP)]
+    return np.stack([c["schedule"], c["p"], c["m"], c["chunks"], q["split"].astype(int), *codes],
+                    axis=1).astype(np.int64)
+
+
+def _key_of(code: np.ndarray) -> tuple:
+    s, p, m, v, split, ib, iw, i0, il = code.tolist()
+    step = RATIO_STEP[bool(split)]
+    return (SEARCH_SCHEDULES[s], p, m, v, round(ib * step, 6), round(iw * step, 6), round(1.0 + i0 * FACTOR_STEP, 6),
+            round(1.0 + il * FACTOR_STEP, 6))
+
+
+SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight", "inflight_last", "last_on_first")
+
+
+def _simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
+                  free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """Per candidate: the simulator's numbers where `want` (simulating what the cache lacks) and where `free` if
     the cache already has them, NaN elsewhere; the simulator's refusal (or "") per candidate; and the number of
     distinct keys simulated now."""
     n = c["t"].size
-    out = {k: np.full(n, np.nan) for k in ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight")}
+    out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
     refused = np.full(n, "", dtype=object)
     rows = np.flatnonzero(want | free)
     if rows.size == 0:
         return out, refused, 0
-    keys = np.stack([c["schedule"][rows], c["p"][rows], c["m"][rows], c["chunks"][rows]], axis=1)
-    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    unique, inverse = np.unique(codes[rows], axis=0, return_inverse=True)
     users = np.bincount(inverse.ravel()[want[rows]], minlength=len(unique))  # candidates that need each key
     fresh, spent = 0, 0
-    values = np.full((len(unique), 4), np.nan)
+    values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
     for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
-        s, p, m, v = unique[i].tolist()
-        key = (SEARCH_SCHEDULES[s], p, m, v)
+        key = _key_of(unique[i])
         if key not in _SIM_CACHE:
             if not users[i]:
                 continue
-            spent += estimated_ops(*key) + SIM_SETUP_OPS
+            spent += estimated_ops(*key[:4]) + (0 if key[:4] in _COMPILED else SIM_SETUP_OPS)
             if spent > SIM_BUDGET:
                 why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
                           "micro-batch size to narrow the search")
@@ -378,23 +453,43 @@ def _states(model, bpp, c: dict) -> dict[str, np.ndarray]:
             "zero3_working_bytes": working}
 
 
-def _activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray, fp8: bool = False,
-                 capacity: float = 1.0) -> np.ndarray:
-    """Peak activation bytes per GPU where `rows` (NaN elsewhere): the first or the last stage, whichever holds
-    more, each with the simulator's micro-batches in flight (core.memory.activations)."""
+def _activations(model, c: dict, first_inflight: np.ndarray, last_inflight: np.ndarray, last_on_first: np.ndarray,
+                 rows: np.ndarray, fp8: bool = False, capacity: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Peak activation bytes per GPU where `rows` (NaN elsewhere) and which stage holds them ("first" / "last").
+
+    Each end stage is charged what it holds (core.memory.activations, plus core.planner.cp_ep's MoE and ring
+    attention terms): the first stage its own micro-batches in flight plus the embedding's dropout mask, the last
+    stage its (usually fewer) micro-batches in flight plus the output layer's inputs and the fp32 logits. A single
+    stage (p = 1), or a V-shaped schedule whose last stage sits on the first device, carries both ends. Flash
+    attention keeps no s x s scores: its layers are counted like selective recompute (which drops exactly that
+    term), without the scores' recompute buffer.
+    """
     out = np.full(c["t"].size, np.nan)
+    worst = np.full(c["t"].size, None, dtype=object)
     if rows.any():
         p = c["p"][rows]
         chunks = c["chunks"][rows]
         layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
-        args = (model.seq, c["b"][rows], model.hidden, model.heads, layers_dev, inflight[rows], c["t"][rows],
-                c["sp"][rows], c["recompute"][rows], model.vocab)
+        mode = c["recompute_name"][rows]
+        if model.flash_attention:
+            mode = np.where(mode == "none", "selective", mode)
         cp = c["cp"][rows]
-        first = activations.stage_bytes(*args, first=True, last=p == 1, cp=cp, fp8=fp8)["total"]
-        last = activations.stage_bytes(*args, first=False, last=True, cp=cp, fp8=fp8)["total"]
-        out[rows] = np.where(p == 1, first, np.maximum(first, last))
-        out[rows] += cp_ep.extra_activations(model, c, inflight, rows, capacity, fp8)[rows]
-    return out
+        common = (model.seq, c["b"][rows], model.hidden, model.heads, layers_dev)
+        tail = (c["t"][rows], c["sp"][rows], mode, model.vocab)
+        both = (p == 1) | last_on_first[rows]
+        first = activations.stage_bytes(*common, first_inflight[rows], *tail, first=True, last=both, cp=cp, fp8=fp8)
+        last = activations.stage_bytes(*common, last_inflight[rows], *tail, first=False, last=True, cp=cp, fp8=fp8)
+        first_total = first["total"] + cp_ep.extra_activations(model, c, first_inflight, rows, capacity, fp8)[rows]
+        last_total = last["total"] + cp_ep.extra_activations(model, c, last_inflight, rows, capacity, fp8)[rows]
+        if model.flash_attention:  # the one layer that recompute rebuilds has no scores either
+            shape = (model.seq, c["b"][rows], model.hidden, model.heads, c["t"][rows], c["sp"][rows])
+            scores = (activations.per_layer_bytes(*shape, "none", cp=cp, fp8=fp8)
+                      - activations.per_layer_bytes(*shape, "selective", cp=cp, fp8=fp8))
+            first_total, last_total = first_total - scores, last_total - scores
+        last_total = np.where(both, 0.0, last_total)
+        out[rows] = np.maximum(first_total, last_total)
+        worst[rows] = np.where(first_total >= last_total, "first", "last")
+    return out, worst
 
 
 # ------------------------------------------------------------------------------------------------- plan
@@ -467,7 +562,9 @@ class PlanResult:
         """JSON-ready candidates (NaN -> None), in rank order."""
         frame = self.feasible if feasible_only else self.frame
         frame = frame if top is None else frame.head(top)
-        return [{k: _plain(r[k]) for k in JSON_KEYS} for r in frame.to_dict("records")]
+        return [{**{k: _plain(r[k]) for k in JSON_KEYS},
+                 "breakdown": {k: _plain(r[col]) for k, col in BREAKDOWN_COLUMNS.items()}}
+                for r in frame.to_dict("records")]
 
 
 def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Layout:
@@ -520,6 +617,13 @@ def plan(q: PlannerParams) -> PlanResult:
     crosses = c["t"] > gpu.gpus_per_node
     too_deep = c["p"] * c["chunks"] > model.layers
 
+    # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
+    split_bwd = np.array([REGISTRY[s].split_backward for s in SEARCH_SCHEDULES])[c["schedule"]]
+    costs = step_time.stage_costs(model, gpu, a, t=c["t"], p=c["p"], d=c["d"] * c["cp"], b=c["b"],
+                                  chunks=c["chunks"], recompute=c["recompute_name"], sp=c["sp"], split=split_bwd,
+                                  cp=c["cp"], ep=c["ep"], etp=c["etp"], fp8=fp8)
+    first_factor, last_factor = costs.factors(c["chunks"])
+
     # Memory before simulating: with one micro-batch in flight (no schedule holds fewer) a candidate that does not
     # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
     # infeasible ones get the simulator's numbers only when another candidate needed the same key.
@@ -531,7 +635,8 @@ def plan(q: PlannerParams) -> PlanResult:
         st[key] = st[key] + ex[more]
     fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
     sized = batch_ok & fills & m_ok
-    floor = fixed + _activations(model, c, np.ones(n), sized, fp8, a.moe_capacity)
+    one = np.ones(n)
+    floor = fixed + _activations(model, c, one, one, np.zeros(n, dtype=bool), sized, fp8, a.moe_capacity)[0]
     need = q.min_headroom * GB  # memory the user wants left free
     hopeless = sized & (floor > usable - need)
     rules = violations(model, c["t"], c["d"], c["cp"], c["ep"], c["etp"])  # cp / ep rules, each with its reason
@@ -539,26 +644,27 @@ def plan(q: PlannerParams) -> PlanResult:
     for _, mask, _ in rules:
         broken |= np.broadcast_to(mask, (n,))
     want = sized & ~hopeless & ~crosses & ~too_deep & ~broken
-    sims, refused, fresh = _simulate_all(c, want, sized & ~want)
+    sims, refused, fresh = _simulate_all(c, _sim_codes(c, costs), want, sized & ~want)
     ok = sized & np.isfinite(sims["makespan_factor"])
+    last_on_first = np.nan_to_num(sims["last_on_first"]) > 0
 
-    acts = _activations(model, c, np.where(ok, sims["inflight"], 1.0), ok, fp8, a.moe_capacity)
+    acts, worst = _activations(model, c, np.where(ok, sims["inflight"], 1.0), np.where(ok, sims["inflight_last"], 1.0),
+                               last_on_first, ok, fp8, a.moe_capacity)
     total = fixed + acts
-    times = {k: np.full(n, np.nan) for k in ("compute_s", "bubble_s", "tp_comm_s", "tp_exposed_s", "tp_ratio",
-                                              "pp_exposed_s", "dp_comm_s", "dp_exposed_s", "offload_s",
-                                              "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
-                                              "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")}
+    times = {k: np.full(n, np.nan) for k in ("compute_s", *BREAKDOWN_COLUMNS.values(), "tp_comm_s", "tp_ratio",
+                                              "dp_comm_s", "a2a_s", "ring_s", "step_time_s", "tokens_per_s", "mfu",
+                                              "hfu", "tflops_per_gpu")}
     if ok.any():
         sub = {k: v[ok] for k, v in c.items()}
         expert = {"rank": ex["expert_rank"][ok], "group": ex["expert_group"][ok],
                   "param_bytes": cp_ep.expert_param_bytes(model, fp8),
                   "inside": sub["t"] * sub["d"] * sub["cp"] <= gpu.gpus_per_node} if model.is_moe else None
-        est = step_time.estimate(model, gpu, a, gpus=q.gpus, batch=B, t=sub["t"], p=sub["p"],
-                                 d=sub["d"] * sub["cp"], b=sub["b"], m=sub["m"], chunks=sub["chunks"],
-                                 zero=sub["zero"], recompute=sub["recompute_name"], sp=sub["sp"],
-                                 offload=sub["offload_name"], psi_rank=st["psi_rank"][ok],
-                                 makespan_factor=sims["makespan_factor"][ok], param_bytes=dense_bpp.param_bytes,
-                                 grad_bytes=bpp.grad_bytes, cp=sub["cp"], peak_flops=cp_ep.peak(model, gpu, fp8),
+        est = step_time.estimate(model, gpu, a, costs.subset(ok), gpus=q.gpus, batch=B, t=sub["t"], p=sub["p"],
+                                 d=sub["d"] * sub["cp"], m=sub["m"], chunks=sub["chunks"], zero=sub["zero"],
+                                 recompute=sub["recompute_name"], offload=sub["offload_name"],
+                                 psi_rank=st["psi_rank"][ok], makespan_factor=sims["makespan_factor"][ok],
+                                 last_on_first=last_on_first[ok], precision=precision,
+                                 param_bytes=dense_bpp.param_bytes, grad_bytes=bpp.grad_bytes, optimizer_bytes=bpp.k,
                                  expert=expert, extra=cp_ep.communication(model, gpu, a, sub, fp8))
         for k in times:
             times[k][ok] = est.get(k, 0.0)
@@ -570,7 +676,6 @@ def plan(q: PlannerParams) -> PlanResult:
     reasons = checks.reasons(c, model, gpu)
     feasible = np.array([not r for r in reasons], dtype=bool)
 
-    tf, tb, tw = (np.array([step_time.unit_costs(s)[i] for s in SEARCH_SCHEDULES])[c["schedule"]] for i in range(3))
     frame = pd.DataFrame({
         "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "cp": c["cp"], "ep": c["ep"], "etp": c["etp"],
         "micro_batch_size": c["b"], "m": c["m"], "expert_state_bytes": ex["expert_state_bytes"],
@@ -578,11 +683,12 @@ def plan(q: PlannerParams) -> PlanResult:
         "sequence_parallel": c["sp"], "offload": c["offload_name"],
         "memory_bytes": total, "model_state_bytes": st["model_state_bytes"],
         "states_on_gpu_bytes": st["states_on_gpu_bytes"], "zero3_working_bytes": st["zero3_working_bytes"],
-        "activation_bytes": acts, "usable_bytes": usable, "headroom_bytes": usable - total,
+        "activation_bytes": acts, "worst_stage": worst, "usable_bytes": usable, "headroom_bytes": usable - total,
         "memory_fraction": total / gpu.mem_bytes, "fits": fits, "inflight": sims["inflight"],
-        "bubble_fraction": sims["bubble_fraction"], "bubble_vs_ideal": sims["bubble_vs_ideal"],
-        "tf": tf, "tb": tb, "tw": tw, "tp_crosses_node": crosses, **times, "feasible": feasible,
-        "reasons": reasons, "warnings": _warnings(c, model), "frameworks": c["frameworks"],
+        "inflight_last": sims["inflight_last"], "bubble_fraction": sims["bubble_fraction"],
+        "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
+        "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
+        "feasible": feasible, "reasons": reasons, "warnings": _warnings(c, model), "frameworks": c["frameworks"],
     })
     frame = frame[list(COLUMNS)]
     frame = _rank(pd.concat([frame, outside], ignore_index=True) if len(outside) else frame)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.cost.step_time import NOT_MODELLED, UNIT_COSTS, zero_volume_per_step
+from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
 from core.planner.plan import PlanResult
 from core.units import GB
 
@@ -21,16 +21,7 @@ NVME_OUT_OF_SCOPE = (
     "node's drives (how many, their bandwidth, shared by the node's GPUs), which the GPU presets do not describe. "
     "The ZeRO page and `python -m core zero --offload nvme` size it for drives you state.")
 
-COMPONENTS = {  # step-time parts, as the explanation names them
-    "compute_s": "compute",
-    "bubble_s": "pipeline bubble",
-    "tp_exposed_s": "tensor-parallel communication",
-    "pp_exposed_s": "pipeline sends",
-    "dp_exposed_s": "exposed data-parallel/ZeRO communication",
-    "offload_s": "offload traffic and the CPU optimizer",
-    "a2a_exposed_s": "exposed MoE all-to-all",
-    "ring_exposed_s": "exposed ring-attention K/V exchange",
-}
+COMPONENTS = {COLUMN[k]: LABELS[k] for k in COLUMN}  # step-time parts (they add up to the step), as named
 
 ADVICE = {  # what to try when most candidates fail for a reason (keyed by the reason's tag)
     "does not fit": "allow ZeRO-3 or full recompute, a larger t or p, offload, more GPUs or a GPU with more memory",
@@ -178,11 +169,10 @@ def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:
 
 def _limits(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
     step = float(best["step_time_s"])
-    parts = sorted(((float(best[k]), name) for k, name in COMPONENTS.items() if k != "compute_s"), reverse=True)
+    parts = sorted(((float(best[k]), name) for k, name in COMPONENTS.items()), reverse=True)
     parts = [(value, name) for value, name in parts if value > 1e-6 * step]
-    out = [f"Compute is {_share(best['compute_s'], step)} of the step; "
-           + (", ".join(f"{name} {value:,.2f} s ({_share(value, step)})" for value, name in parts) + "."
-              if parts else "nothing else is exposed.")]
+    out = [f"The busiest device computes {_share(best['compute_s'], step)} of the step. By component: "
+           + ", ".join(f"{name} {value:,.2f} s ({_share(value, step)})" for value, name in parts) + "."]
     if int(best["p"]) > 1:
         out.append(f"Pipeline bubble {100 * best['bubble_fraction']:.1f} % of the timeline "
                    f"({100 * best['bubble_vs_ideal']:.1f} % relative to ideal), simulated for {best['schedule']} with "
@@ -202,8 +192,8 @@ def _limits(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
 def _assumptions(result: PlanResult) -> tuple[str, ...]:
     bpp = result.bytes_per_param
     a = result.assumptions
-    out = [f"{row['label']} = {row['value']:g}{' ' + row['unit'] if row['unit'] else ''}: {row['why']}"
-           for row in a.rows()]
+    out = [f"{row['label']} = {_value(row['value'])}{' ' + row['unit'] if row['unit'] else ''}: {row['why']}"
+           for row in a.rows(result.gpu)]
     out += [
         f"Model states: {bpp.param_bytes:g} + {bpp.grad_bytes:g} + K bytes per parameter, K = {bpp.k:g} "
         f"({bpp.total:g} in all; {bpp.label}, {result.precision}), ZeRO over the d data-parallel ranks (ZeRO paper "
@@ -212,10 +202,12 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
         "ZeRO-3 also holds the gathered 16-bit parameters of one transformer layer plus the prefetched next one and "
         "one layer's gradients (core.memory.fsdp, wrap per block).",
         "Activations: Korthikanti et al. per layer, times the micro-batches in flight that the simulator measures "
-        "for the schedule, on the first or last stage (whichever holds more, logits included).",
-        f"Pipeline: simulated with unit op costs t_f : t_b : t_w = {_costs(False)} ({_costs(True)} for zero-bubble "
-        "schedules, which split the backward); recompute lengthens every op in proportion. The bubble share of "
-        "equal stages does not depend on the scale of the costs.",
+        "on each end stage: the first stage with its own count and the embedding, the last with its own count, the "
+        "output layer's inputs and the fp32 logits; the worse of the two is reported.",
+        f"Step time: every operation of a layer timed on the {result.gpu.name} (GEMMs by roofline and inner-dimension "
+        "efficiency, memory-bound kernels at HBM bandwidth, tensor-parallel collectives as Megatron-LM issues them; "
+        "core.cost.layer_ops); the pipeline simulated with those forward / backward / weight-gradient times and the "
+        "first and last stage's extra work (embedding; output layer and loss) as stage cost factors.",
         f"GB = 1e9 bytes; the usable memory is {100 * (1 - a.reserve_frac):g} % of the GPU's "
         f"{result.gpu.mem_gb:g} GB.",
         NVME_OUT_OF_SCOPE,
@@ -238,8 +230,10 @@ def _zero2_note(result: PlanResult) -> str:
                    f"{zero_volume_per_step(2, m) / zero_volume_per_step(0, m):g} x DDP's.")
 
 
-def _costs(split: bool) -> str:
-    return " : ".join(f"{x:g}" for x in UNIT_COSTS[split])
+def _value(x) -> str:
+    if isinstance(x, bool):
+        return "on" if x else "off"
+    return f"{x:g}" if isinstance(x, int | float) else str(x)
 
 
 def _advice(result: PlanResult) -> tuple[str, ...]:

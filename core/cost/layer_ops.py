@@ -1,0 +1,261 @@
+"""Per-operation time of one transformer layer, of the embedding and of the output layer, on one GPU.
+
+Vectorised over candidates (micro-batch b, tensor-parallel degree t, sequence parallelism, recompute, the TP
+link). Every time is split by phase and by component:
+
+    phases      F forward, B input-gradient backward, W weight-gradient backward, R what the backward re-runs first
+                (full recompute: the whole forward; selective: the attention core; none: nothing)
+    components  gemm       the linear layers (QKV with grouped-query heads, output projection, MLP with SwiGLU's
+                           three matrices, logits), core.cost.gemm.gemm_time from (m, n, k)
+                attention  the attention core: per-head Q K^T and scores x V (batched GEMMs), softmax and dropout on
+                           the s x s scores, or one fused flash-attention kernel (no s x s traffic)
+                memory     the memory-bound rest: norms, activation functions, dropout, residual adds, rotary
+                           embedding, embedding lookup, cross-entropy, at HBM bandwidth from their bytes
+                tp         tensor-parallel collectives as Megatron-LM issues them (all-reduce, or reduce-scatter +
+                           all-gather with sequence parallelism, whose backward re-gathers the sharded input)
+
+Byte counts per element (16-bit activations; 1-byte dropout masks), per layer and TP rank, E_h = b s h elements
+(/ t with sequence parallelism), E_f = b s ffn / t, E_s = b (a / t) s^2 attention scores:
+    forward   norms 2 x 4 E_h; residual (+ dropout) 2 x (6 + 1) E_h; GeLU 4 E_f or SwiGLU 6 E_f; softmax 4 E_s and
+              its dropout 5 E_s (eager attention)
+    backward  norms 2 x 6 E_h; residual gradient sums 2 x 6 E_h (+ dropout 2 x 5 E_h); GeLU 6 E_f or SwiGLU
+              10 E_f; softmax 6 E_s and dropout 5 E_s
+The weight gradients accumulate into an fp32 main-grad buffer inside the GEMM (Megatron's gradient-accumulation
+fusion), so W reads and writes 4-byte outputs; without the fusion a separate pass adds them (weight_gradient).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.cost import comm
+from core.cost.gemm import flash_time, gemm_time, stream_time
+from core.cost.rates import Rates
+from core.model.config import ModelConfig
+from core.model.counts import attention_params
+
+PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden": {"tp": backward TP time GEMMs can hide}
+COMPONENTS = ("gemm", "attention", "memory", "tp")
+CROSS_ENTROPY_BYTES = (32.0, 8.0)  # per logit, forward (fp32 softmax passes) and backward (gradient to 16-bit)
+ACT = 2.0  # bytes per 16-bit value
+
+
+def _zeros(shape) -> dict[str, dict[str, np.ndarray]]:
+    return {ph: {c: np.zeros(shape) for c in COMPONENTS} for ph in PHASES}
+
+
+def collective(kind: str, nbytes, n, bandwidth, latency_s) -> np.ndarray:
+    """Seconds of one ring collective over n ranks: bytes each rank sends / bandwidth, plus one latency."""
+    n = np.asarray(n, dtype=float)
+    sent = comm.RING_COEFFICIENT[kind] * (n - 1) / n * np.asarray(nbytes, dtype=float)
+    return np.where(n > 1, sent / np.asarray(bandwidth, dtype=float) + latency_s, 0.0)
+
+
+def _attention_shape(model: ModelConfig) -> tuple[float, float, float, float]:
+    """(query-key head size, value head size, input-projection width, output-projection input width), whole layer:
+    Q, K, V with grouped-query heads, or multi-head latent attention's projections (core.model.counts)."""
+    h, a = float(model.hidden), float(model.heads)
+    if model.mla is None:
+        hd = float(model.head_dim)
+        return hd, hd, h + 2.0 * model.kv_heads * hd, h
+    mla = model.mla
+    out = a * mla.v_head_dim
+    return (float(mla.qk_head_dim + mla.qk_rope_dim), float(mla.v_head_dim),
+            (attention_params(model, with_bias=False) - out * h) / h, out)
+
+
+def _attention_linears(model: ModelConfig, t) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(n, k) of the attention's input and output projections on one TP rank (key/value heads fewer than t are
+    replicated, not split)."""
+    h = float(model.hidden)
+    _, _, width, out = _attention_shape(model)
+    if model.mla is None:
+        kv = 2.0 * model.kv_heads * model.head_dim
+        n_in = (width - kv) / t + np.maximum(kv / t, 2.0 * model.head_dim)
+    else:
+        n_in = width / t
+    return [(n_in, np.full_like(n_in, h)), (np.full_like(n_in, h), out / t)]
+
+
+def _mlp_linears(model: ModelConfig, ffn, t) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(n, k) of an MLP of inner width `ffn` on one TP rank: in (gate and up for SwiGLU), out."""
+    h = float(model.hidden)
+    f = np.asarray(ffn, dtype=float) / t
+    return [(f * (2.0 if model.swiglu else 1.0), np.full_like(f, h)), (np.full_like(f, h), f)]
+
+
+def weight_gradient(r: Rates, k, n, tokens, fused: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(GEMM, memory-bound) seconds of one linear layer's weight gradient for a micro-batch. Fused (Megatron-LM's
+    gradient-accumulation fusion): the GEMM adds into the fp32 main-grad buffer itself. Not fused: it writes a
+    16-bit gradient that a separate pass adds into the fp32 buffer (read 2 + 4, write 4 bytes per weight)."""
+    if fused:
+        return gemm_time(r, k, n, tokens, c_bytes=4.0, accumulate=True), np.zeros(np.broadcast(k, n).shape)
+    return gemm_time(r, k, n, tokens), stream_time(r, 10.0 * np.asarray(k) * np.asarray(n))
+
+
+def _linear_phases(out: dict, r: Rates, tokens, linears, fused: bool, batch=1.0) -> list[tuple]:
+    """Add forward, input-gradient and weight-gradient GEMMs of `linears` (each (n, k)) to `out`; return each
+    layer's (input-gradient, weight-gradient) seconds for the TP overlap."""
+    done = []
+    for n, k in linears:
+        out["F"]["gemm"] += gemm_time(r, tokens, n, k, batch, peak=r.linear_peak)
+        dgrad = gemm_time(r, tokens, k, n, batch, peak=r.linear_peak)
+        if fused:
+            wgrad = gemm_time(r, k, n, tokens, batch, c_bytes=4.0, accumulate=True, peak=r.linear_peak)
+            add = 0.0
+        else:
+            wgrad = gemm_time(r, k, n, tokens, batch, peak=r.linear_peak)
+            add = stream_time(r, 10.0 * np.asarray(k) * np.asarray(n) * batch)
+        out["B"]["gemm"] += dgrad
+        out["W"]["gemm"] += wgrad
+        out["W"]["memory"] += add
+        done.append((dgrad, wgrad))
+    return done
+
+
+def _mlp(model: ModelConfig, r: Rates, shape, tokens, t, fused: bool, moe: bool, ep, etp, capacity) -> dict:
+    """One layer's MLP on one TP rank: the dense MLP, or a MoE layer's routed experts (grouped GEMMs over the
+    E / ep local experts, each fed tokens x top_k x ep / E of this rank's tokens), shared experts and router.
+    Returns its phase times and the MLP-in GEMMs' (input-gradient, weight-gradient) seconds."""
+    out = _zeros(shape)
+    if not moe:
+        grads = _linear_phases(out, r, tokens, _mlp_linears(model, model.ffn, t), fused)
+        width = np.full(shape, model.ffn / t)
+    else:
+        cfg = model.moe
+        f_e = float(cfg.expert_ffn or model.ffn)
+        pairs = tokens * cfg.top_k * capacity  # (token, expert) pairs of this TP group's tokens
+        local = cfg.experts / np.asarray(ep, dtype=float)
+        per_expert = pairs * np.asarray(ep, dtype=float) / cfg.experts * np.asarray(etp, dtype=float) / t
+        grads = _linear_phases(out, r, per_expert, _mlp_linears(model, f_e, etp), fused, batch=local)
+        if cfg.shared:
+            _linear_phases(out, r, tokens, _mlp_linears(model, cfg.shared * f_e, t), fused)
+        router = gemm_time(r, tokens / t, cfg.experts, model.hidden)
+        out["F"]["gemm"] += router
+        out["B"]["gemm"] += router
+        out["W"]["gemm"] += router
+        permute = 8.0 * pairs / t * model.hidden  # copy tokens to their experts and back, read + write
+        out["F"]["memory"] += stream_time(r, permute)
+        out["B"]["memory"] += stream_time(r, permute)
+        width = pairs / t * f_e / np.maximum(tokens, 1.0) + cfg.shared * f_e / t
+    e_f = tokens * width
+    out["F"]["memory"] += stream_time(r, (6.0 if model.swiglu else 4.0) * e_f)
+    out["B"]["memory"] += stream_time(r, (10.0 if model.swiglu else 6.0) * e_f)
+    return {"times": out, "grads": grads[0]}
+
+
+def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latency_s, fused: bool = True, cp=1, ep=1,
+                etp=None, capacity: float = 1.0) -> dict:
+    """{phase: {component: seconds}} of an average transformer layer for one micro-batch of b sequences on one
+    TP rank (a mixture-of-experts model averages its dense and MoE layers by their counts).
+
+    recompute is an array of "none" / "selective" / "full"; sp of booleans; tp_bw the TP link's achieved bytes/s;
+    fused: gradient-accumulation fusion (see weight_gradient); cp: context parallelism (each rank holds s / cp of
+    every sequence, its queries attend to all s keys); ep / etp: expert parallelism and expert TP (default t);
+    capacity: MoE capacity factor.
+    """
+    b, t = np.asarray(b, dtype=float), np.asarray(t, dtype=float)
+    sp, recompute = np.asarray(sp, dtype=bool), np.asarray(recompute)
+    cp = np.asarray(cp, dtype=float)
+    etp = t if etp is None else np.asarray(etp, dtype=float)
+    shape = np.broadcast(b, t, sp, cp).shape
+    out = _zeros(shape)
+    s, h = model.seq, model.hidden
+    q = s / cp  # this rank's queries per sequence
+    T = b * q  # tokens per micro-batch on this rank
+    attn = _linear_phases(out, r, T, _attention_linears(model, t), fused)
+
+    qk, v, _, _ = _attention_shape(model)
+    heads = b * model.heads / t  # (sequence, head) pairs on this rank
+    drop = 1.0 if model.dropout else 0.0
+    if model.flash_attention:
+        work = 2.0 * b * q * s * model.heads * (qk + v) / t * r.flash_causal_share  # causal blocks only
+        out["F"]["attention"] += flash_time(r, work)
+        out["B"]["attention"] += flash_time(r, 2.5 * work)  # FlashAttention's backward recomputes the scores
+    else:
+        scores = heads * q * s
+        out["F"]["attention"] += (gemm_time(r, q, s, qk, heads) + gemm_time(r, q, v, s, heads)
+                                  + stream_time(r, (4.0 + 5.0 * drop) * scores))
+        out["B"]["attention"] += (gemm_time(r, q, s, v, heads) + gemm_time(r, s, v, q, heads)
+                                  + gemm_time(r, q, qk, s, heads) + gemm_time(r, s, qk, q, heads)
+                                  + stream_time(r, (6.0 + 5.0 * drop) * scores))
+
+    dense, moe_layers = model.moe.layer_counts(model.layers) if model.moe else (model.layers, 0)
+    mlps = [(dense / model.layers, _mlp(model, r, shape, T, t, fused, False, ep, etp, capacity))]
+    if moe_layers:
+        mlps.append((moe_layers / model.layers, _mlp(model, r, shape, T, t, fused, True, ep, etp, capacity)))
+    for share, mlp in mlps:
+        for ph in PHASES:
+            for c in COMPONENTS:
+                out[ph][c] = out[ph][c] + share * mlp["times"][ph][c]
+
+    e_h = T * h / np.where(sp, t, 1.0)
+    kv_width = np.maximum(model.kv_heads / t, 1.0) * qk
+    rope = 4.0 * T * (model.heads / t * qk + kv_width) if model.position == "rope" else 0.0
+    out["F"]["memory"] += stream_time(r, (8.0 + 2.0 * (6.0 + drop)) * e_h + rope)
+    out["B"]["memory"] += stream_time(r, (24.0 + 10.0 * drop) * e_h + rope)
+
+    act = ACT * T * h  # one s x b x h activation, the unit of every TP collective
+    ar = collective("all-reduce", act, t, tp_bw, latency_s)
+    half = collective("all-gather", act, t, tp_bw, latency_s)  # a reduce-scatter moves the same
+    out["F"]["tp"] += np.where(sp, 4.0 * half, 2.0 * ar)
+    # Backward: the column-parallel layers (QKV, MLP in) all-reduce their input gradient (SP: re-gather the sharded
+    # input, then reduce-scatter the gradient); the row-parallel ones (SP only) all-gather their output gradient.
+    # Megatron-LM runs the all-reduce / reduce-scatter behind the layer's own weight-gradient GEMM and the re-gather
+    # behind its input-gradient GEMM; only the excess is exposed. A split backward (zero-bubble schedules) runs the
+    # weight gradient later, so nothing hides there.
+    out["B"]["tp"] += np.where(sp, 6.0 * half, 2.0 * ar)
+    exposed = np.where(sp, 2.0 * half, 0.0)
+    column_parallel = [(1.0, attn[0])] + [(share, mlp["grads"]) for share, mlp in mlps]
+    for share, (dgrad, wgrad) in column_parallel:
+        exposed = exposed + share * np.where(sp, np.maximum(half - dgrad, 0.0) + np.maximum(half - wgrad, 0.0),
+                                             np.maximum(ar - wgrad, 0.0))
+    out["hidden"] = {"tp": out["B"]["tp"] - exposed}  # what overlap hides when the backward is not split
+
+    full, selective = recompute == "full", recompute == "selective"
+    for c in COMPONENTS:
+        out["R"][c] = np.where(full, out["F"][c], 0.0)
+    out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
+    return out
+
+
+def embedding_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s) -> dict:
+    """First stage: the vocabulary-parallel embedding lookup (+ learned positions, dropout) and its gradient."""
+    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
+    out = _zeros(np.broadcast(b, t, sp).shape)
+    T, h = b * model.seq, model.hidden
+    e_h = T * h / np.where(sp, t, 1.0)
+    extra = (6.0 if model.position == "learned" else 0.0) + (3.0 if model.dropout else 0.0)
+    out["F"]["memory"] += stream_time(r, 4.0 * T * h + extra * e_h)
+    out["B"]["memory"] += stream_time(r, 10.0 * T * h + extra * e_h)  # scatter-add into the fp32 table gradient
+    act = ACT * T * h
+    out["F"]["tp"] += np.where(sp, collective("reduce-scatter", act, t, tp_bw, latency_s),
+                               collective("all-reduce", act, t, tp_bw, latency_s))
+    out["B"]["tp"] += np.where(sp, collective("all-gather", act, t, tp_bw, latency_s), 0.0)
+    return out
+
+
+def output_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s, fused: bool = True) -> dict:
+    """Last stage: final norm, the logits GEMM (vocabulary-parallel) and the fp32 cross-entropy, with gradients."""
+    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
+    out = _zeros(np.broadcast(b, t, sp).shape)
+    T, h, vocab = b * model.seq, model.hidden, model.vocab / t
+    e_h = T * h / np.where(sp, t, 1.0)
+    out["F"]["gemm"] += gemm_time(r, T, vocab, h)
+    out["B"]["gemm"] += gemm_time(r, T, h, vocab)
+    w_gemm, w_add = weight_gradient(r, h, vocab, T, fused)
+    out["W"]["gemm"] += w_gemm
+    out["W"]["memory"] += w_add
+    fwd_ce, bwd_ce = CROSS_ENTROPY_BYTES
+    out["F"]["memory"] += stream_time(r, 4.0 * e_h + fwd_ce * T * vocab)
+    out["B"]["memory"] += stream_time(r, 6.0 * e_h + bwd_ce * T * vocab)
+    act = ACT * T * h
+    out["F"]["tp"] += np.where(sp, collective("all-gather", act, t, tp_bw, latency_s), 0.0)
+    out["B"]["tp"] += np.where(sp, collective("reduce-scatter", act, t, tp_bw, latency_s),
+                               collective("all-reduce", act, t, tp_bw, latency_s))
+    return out
+
+
+def total(times: dict, phases=PHASES) -> np.ndarray:
+    """Sum over components of the given phases."""
+    return sum(times[ph][c] for ph in phases for c in COMPONENTS)

@@ -1,0 +1,146 @@
+"""The per-operation time model (core.cost.gemm, core.cost.layer_ops) against hand counts.
+
+With an idealised GPU (one SM, 1 x 1 tiles, efficiency 1, unbounded bandwidth) every GEMM takes exactly its FLOPs /
+peak, so the phases must carry the textbook FLOPs: forward 2 x tokens x the layer's weights / t (Narayanan et al.
+2021), input- and weight-gradient each the same again, the attention core 4 b s^2 h / t; full recompute re-runs
+the whole forward and selective recompute only the attention core (Korthikanti et al. 2022). Collectives move
+Megatron-LM's volumes: two all-reduces of b s h forward, two backward; sequence parallelism swaps each for a
+reduce-scatter + all-gather pair and re-gathers the sharded inputs in the backward.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from core.cost import gemm, layer_ops
+from core.cost.rates import Rates, fitted_values
+from core.model import presets
+from core.model.counts import layer_matmul_params
+
+A100 = presets.gpu("a100-80gb")
+GPT3 = presets.model("gpt3-175b")
+LLAMA = presets.model("llama3-70b")
+PEAK = 1e15
+
+
+def ideal(**change) -> Rates:
+    r = Rates(peak=PEAK, bandwidth=1e30, sms=1, gemm_eff=1.0, mem_eff=1.0, gemm_k0=0.0, tile_m=1, tile_n=1,
+              flash_eff=1.0, flash_causal_share=0.5)
+    return dataclasses.replace(r, **change)
+
+
+def test_a_large_gemm_runs_at_the_calibrated_fraction_with_its_wave_quantisation():
+    r = Rates.of(A100)
+    tiles = (8192 // r.tile_m) * (8192 // r.tile_n)
+    filled = tiles / (np.ceil(tiles / r.sms) * r.sms)
+    expected = 2 * 8192 ** 3 / (312e12 * r.gemm_eff * filled * 8192 / (8192 + r.gemm_k0))
+    assert float(gemm.gemm_time(r, 8192, 8192, 8192)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_one_row_more_than_the_sms_hold_costs_a_whole_second_wave():
+    # 12 x 9 tiles of 256 x 128 fill the A100's 108 SMs exactly; one more row of the output needs 13 x 9 tiles,
+    # a second wave that is almost empty: the time doubles (k = 8192 keeps the GEMM compute-bound).
+    r = Rates.of(A100)
+    assert (12 * 9, r.tile_m, r.tile_n) == (r.sms, 256, 128)
+    full = gemm.gemm_time(r, 12 * 256, 9 * 128, 8192)
+    spill = gemm.gemm_time(r, 12 * 256 + 1, 9 * 128, 8192)
+    assert float(spill / full) == pytest.approx(2.0, rel=1e-3)
+
+
+def test_attention_score_products_are_memory_bound_on_an_a100():
+    # s = 2048, head size 96 (GPT-3): 2 s^2 x 96 FLOPs against 2 s^2 bytes written, below the A100's ridge of
+    # 312e12 / 2.039e12 = 153 FLOP per byte: the roofline's memory side sets the time.
+    r = Rates.of(A100)
+    moved = 32 * 2 * (2 * 2048 * 96 + 2048 * 2048)
+    assert float(gemm.gemm_time(r, 2048, 2048, 96, batch=32)) == pytest.approx(moved / (2.039e12 * r.mem_eff))
+
+
+def test_stream_time_is_bytes_over_achieved_bandwidth():
+    r = Rates.of(A100)
+    assert float(gemm.stream_time(r, 1e9)) == pytest.approx(1e9 / (2.039e12 * r.mem_eff))
+
+
+@pytest.mark.parametrize("model", [GPT3, LLAMA])
+@pytest.mark.parametrize("t", [1, 8])
+def test_phases_carry_the_textbook_flops(model, t):
+    b = 2
+    times = layer_ops.layer_times(model, ideal(), b, t, False, "none", 1e30, 0.0)
+    tokens = b * model.seq
+    weights = layer_matmul_params(model.hidden, model.heads, model.kv_heads, model.ffn, model.swiglu)
+    if model.kv_heads < t:  # replicated key/value heads: each rank computes its own copy
+        pytest.skip("kv heads replicated")
+    assert float(times["F"]["gemm"]) * PEAK == pytest.approx(2 * tokens * weights / t, rel=1e-9)
+    assert float(times["B"]["gemm"]) == pytest.approx(float(times["F"]["gemm"]), rel=1e-9)
+    assert float(times["W"]["gemm"]) == pytest.approx(float(times["F"]["gemm"]), rel=1e-9)
+    if not model.flash_attention:
+        core = 4 * b * model.seq ** 2 * model.hidden / t
+        assert float(times["F"]["attention"]) * PEAK == pytest.approx(core, rel=1e-9)
+        assert float(times["B"]["attention"]) * PEAK == pytest.approx(2 * core, rel=1e-9)
+
+
+def test_flash_attention_does_causal_blocks_only_and_recomputes_in_its_backward():
+    times = layer_ops.layer_times(LLAMA, ideal(), 1, 8, True, "none", 1e30, 0.0)
+    core = 4 * LLAMA.seq ** 2 * LLAMA.hidden / 8 * 0.5
+    assert float(times["F"]["attention"]) * PEAK == pytest.approx(core)
+    assert float(times["B"]["attention"]) * PEAK == pytest.approx(2.5 * core)
+
+
+def test_recompute_reruns_exactly_what_it_dropped():
+    r = Rates.of(A100)
+    args = (GPT3, r, 1, 8, False)
+    none, selective, full = (layer_ops.layer_times(*args, mode, 240e9, 1e-5) for mode in ("none", "selective", "full"))
+    assert all(float(none["R"][c]) == 0.0 for c in layer_ops.COMPONENTS)
+    assert float(selective["R"]["attention"]) == float(selective["F"]["attention"])
+    assert float(selective["R"]["gemm"]) == 0.0 and float(selective["R"]["tp"]) == 0.0
+    for c in layer_ops.COMPONENTS:
+        assert float(full["R"][c]) == float(full["F"][c])
+
+
+def test_tensor_parallel_volumes_with_and_without_sequence_parallelism():
+    r, bw, t, b = ideal(), 100e9, 8, 2
+    act = 2 * b * GPT3.seq * GPT3.hidden  # one s x b x h activation in 16 bits
+    ring = (t - 1) / t * act / bw
+    plain = layer_ops.layer_times(GPT3, r, b, t, False, "full", bw, 0.0)
+    sp = layer_ops.layer_times(GPT3, r, b, t, True, "full", bw, 0.0)
+    assert float(plain["F"]["tp"]) == pytest.approx(2 * 2 * ring)  # two all-reduces
+    assert float(sp["F"]["tp"]) == pytest.approx(4 * ring)  # two reduce-scatters + two all-gathers: the same
+    assert float(plain["B"]["tp"]) == pytest.approx(2 * 2 * ring)
+    assert float(sp["B"]["tp"]) == pytest.approx(6 * ring)  # + re-gathering the two sharded inputs
+    assert float(plain["R"]["tp"]) == float(plain["F"]["tp"])  # full recompute repeats the forward's traffic
+    alone = layer_ops.layer_times(GPT3, r, b, 1, False, "none", bw, 1e-5)
+    assert all(float(alone[ph]["tp"]) == 0.0 for ph in layer_ops.PHASES)
+
+
+def test_megatron_hides_backward_tp_behind_gemms_but_never_more_than_it_sends():
+    r = Rates.of(A100)
+    for sp in (False, True):
+        for bw in (1e9, 240e9, 1e13):
+            times = layer_ops.layer_times(GPT3, r, 1, 8, sp, "none", bw, 1e-5)
+            hidden = float(times["hidden"]["tp"])
+            assert 0.0 <= hidden <= float(times["B"]["tp"])
+    # On a slow link each column-parallel layer's all-reduce outlasts its weight-gradient GEMM, which it hides fully.
+    slow = layer_ops.layer_times(GPT3, r, 1, 8, False, "none", 1e9, 1e-5)
+    h, tokens = GPT3.hidden, GPT3.seq
+    wgrads = [gemm.gemm_time(r, h, n, tokens, c_bytes=4.0, accumulate=True) for n in (3 * h / 8, GPT3.ffn / 8)]
+    assert float(slow["hidden"]["tp"]) == pytest.approx(float(sum(wgrads)))
+
+
+def test_memory_bound_bytes_per_element():
+    # GPT block with dropout, no SP: forward 22 bytes per b s h element + 4 per b s ffn / t; backward 34 and 6.
+    r = ideal(bandwidth=1e12)
+    b, t = 1, 4
+    times = layer_ops.layer_times(GPT3, r, b, t, False, "none", 1e30, 0.0)
+    e_h, e_f = b * GPT3.seq * GPT3.hidden, b * GPT3.seq * GPT3.ffn / t
+    assert float(times["F"]["memory"]) == pytest.approx((22 * e_h + 4 * e_f) / 1e12)
+    assert float(times["B"]["memory"]) == pytest.approx((34 * e_h + 6 * e_f) / 1e12)
+
+
+def test_fitted_values_are_restored_after_a_trial():
+    before = Rates.of(A100)
+    with fitted_values(gemm_eff=0.5):
+        assert Rates.of(A100).gemm_eff == 0.5
+    assert Rates.of(A100) == before
+    with pytest.raises(KeyError):
+        with fitted_values(tile_m=64):
+            pass
