@@ -25,8 +25,8 @@ PEAK = 1e15
 
 
 def ideal(**change) -> Rates:
-    r = Rates(peak=PEAK, bandwidth=1e30, sms=1, gemm_eff=1.0, mem_eff=1.0, gemm_k0=0.0, tile_m=1, tile_n=1,
-              flash_eff=1.0, flash_causal_share=0.5)
+    r = Rates(peak=PEAK, linear_peak=PEAK, bandwidth=1e30, sms=1, gemm_eff=1.0, mem_eff=1.0, gemm_k0=0.0,
+              tile_m=1, tile_n=1, flash_eff=1.0, flash_causal_share=0.5)
     return dataclasses.replace(r, **change)
 
 
@@ -144,3 +144,38 @@ def test_fitted_values_are_restored_after_a_trial():
     with pytest.raises(KeyError):
         with fitted_values(tile_m=64):
             pass
+
+
+def test_moe_layers_run_top_k_experts_per_token_and_cp_splits_every_sequence():
+    # An ideal GPU: a MoE model's average layer does the active weights' FLOPs (core.model.counts), whatever ep and
+    # expert TP spread them over; context parallelism divides a rank's tokens (and its queries) by cp.
+    from core.model.counts import attention_core_width, matmul_params_per_layer
+
+    v3 = presets.model("deepseek-v3")
+    b, t, cp = 1, 1, 1
+    for ep, etp in ((1, 1), (64, 1), (8, 1)):
+        times = layer_ops.layer_times(v3, ideal(), b, t, False, "none", 1e30, 0.0, ep=ep, etp=etp)
+        tokens = b * v3.seq
+        router = 2 * tokens * v3.hidden * v3.moe.experts * (v3.moe_layers / v3.layers)
+        linear = 2 * tokens * matmul_params_per_layer(v3)
+        # (to 1e-4: core.model.counts also counts MLA's two latent norms among the attention weights)
+        assert float(times["F"]["gemm"]) * PEAK == pytest.approx(linear, rel=1e-4)
+        assert float(times["B"]["gemm"]) * PEAK == pytest.approx(linear, rel=1e-4)
+        assert router < 0.01 * linear
+    for cp in (2, 8):
+        split = layer_ops.layer_times(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0, cp=cp)
+        whole = layer_ops.layer_times(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0)
+        assert float(split["F"]["gemm"]) == pytest.approx(float(whole["F"]["gemm"]) / cp)
+        assert float(split["F"]["attention"]) == pytest.approx(float(whole["F"]["attention"]) / cp)
+    assert attention_core_width(GPT3) == GPT3.hidden
+
+
+def test_fp8_runs_the_linear_layers_at_the_fp8_peak_and_attention_at_16_bits():
+    h100 = presets.gpu("h100-80gb")
+    bf16, fp8 = Rates.of(h100), Rates.of(h100, fp8=True)
+    assert (bf16.linear_peak, fp8.linear_peak, fp8.peak) == (989e12, 1979e12, 989e12)
+    slow = layer_ops.layer_times(LLAMA, bf16, 1, 8, True, "none", 450e9, 1e-5)
+    fast = layer_ops.layer_times(LLAMA, fp8, 1, 8, True, "none", 450e9, 1e-5)
+    assert float(fast["F"]["gemm"]) < 0.6 * float(slow["F"]["gemm"])
+    assert float(fast["F"]["attention"]) == float(slow["F"]["attention"])
+    assert Rates.of(A100, fp8=True).linear_peak == 312e12  # no FP8 tensor cores: 16-bit peak

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from core.cli import main
+from core.cost import flops
 from core.model import presets
 from core.params.planner import PlannerParams
 from core.planner import plan as planner
@@ -70,9 +71,28 @@ def test_llama3_128k_layout_is_feasible_at_its_settings(zero, framework):
     assert row["feasible"] and framework in row["frameworks"]
     assert row["memory_bytes"] < 40 * GB  # 8,192 tokens per GPU: the pre-training layout's shape
     assert row["ring_s"] > 0 and row["ring_exposed_s"] == 0  # the K/V ring hides behind each 8K x 8K block
-    assert 330 < row["tflops_per_gpu"] < 420  # Table 4: 380 TFLOPs/GPU
+    # Table 4: 380 TFLOPs/GPU = 38 % BF16 MFU, i.e. model FLOPs counting the causal half of the s^2 attention work
+    # (at 128K the attention is most of a layer's FLOPs). In that count the estimate with full recompute (the
+    # preset's memory-safe assumption) is below it; with ZeRO-1 and no recompute it is within 5 % of it (ZeRO-3
+    # re-gathers the weights for each micro-batch, which Llama 3's FSDP did not).
+    assert _meta_tflops(r, row) < 380
+    if zero == "1":
+        assert 380 < 1.05 * _meta_tflops(*_no_recompute(zero))
     art = r.export("megatron" if zero == "1" else "fsdp", row)
     assert not art.refused and ("--context-parallel-size" in art.text or "context_parallel(" in art.text)
+
+
+def _meta_tflops(result, row) -> float:
+    """Model TFLOP/s per GPU counted as Llama 3 does: causal attention (half of the s^2 score and value work)."""
+    m = result.model
+    full = float(flops.model_flops(m, result.params.batch))
+    causal = full - 3 * m.layers * result.params.batch * m.seq * 4 * m.seq * m.hidden / 2
+    return float(row["mfu"]) * result.gpu.tflops * causal / full
+
+
+def _no_recompute(zero):
+    r = planner.plan(PlannerParams(**{**LLAMA_128K, "recompute": "none"}, zero=zero))
+    return r, r.frame[r.frame["schedule"] == "interleaved"].iloc[0]
 
 
 def test_context_parallel_is_searched_for_long_sequences_only():

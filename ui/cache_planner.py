@@ -36,7 +36,8 @@ CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf", "tb", "tw",
-        "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes")
+        "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
+        "expert_state_bytes")
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
 
 
