@@ -25,6 +25,7 @@ above the number of layers, t that does not divide the heads.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -777,9 +778,15 @@ def _refusals(c: dict, i: int, model) -> str:
     """The first reason each framework gives for not running candidate i."""
     args = (int(c["t"][i]), int(c["p"][i]), int(c["zero"][i]), str(c["schedule_name"][i]), bool(c["sp"][i]),
             str(c["recompute_name"][i]), str(c["offload_name"][i]))
-    more = dict(kv_heads=model.kv_heads, cp=int(c["cp"][i]), ep=int(c["ep"][i]), fp8=bool(c["fp8"][i]),
-                moe=model.is_moe or model.mla is not None)
-    return "; ".join(f.refusals(*args, cite=False, **more)[0] for f in frameworks.TABLE.values())
+    more = (("kv_heads", model.kv_heads), ("cp", int(c["cp"][i])), ("ep", int(c["ep"][i])),
+            ("fp8", bool(c["fp8"][i])), ("moe", model.is_moe or model.mla is not None))
+    return _refusal_text(args, more)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _refusal_text(args: tuple, more: tuple) -> str:
+    """_refusals for one setting (many candidates share it: they differ only in d, b or m)."""
+    return "; ".join(f.refusals(*args, cite=False, **dict(more))[0] for f in frameworks.TABLE.values())
 
 
 def _warnings(c, model) -> list:
