@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.params.planner import PlannerParams  # noqa: E402
 from core.planner import plan as planner  # noqa: E402
+from core.planner import simulation  # noqa: E402
 
 MB_SIZES = (1.0, 2.0, 4.0, 8.0)
 CASES = (
@@ -60,7 +61,7 @@ def _timed(q: PlannerParams, cold: bool) -> tuple[float, planner.PlanResult]:
     times, result = [], None
     for _ in range(REPEATS):
         if cold:
-            planner.clear_cache()
+            simulation.clear_cache()
         t0 = time.perf_counter()
         result = planner.plan(q)
         times.append(time.perf_counter() - t0)
@@ -107,7 +108,7 @@ def _page(query: dict, change) -> tuple[float, float, float]:
 
 def page_rows() -> list[dict]:
     """The Planner page's server-side rerun times (AppTest), default and largest allowed settings."""
-    planner.clear_cache()
+    simulation.clear_cache()
     rows = []
     for label, query in (("default settings", {}), ("largest settings (G = 65,536, 8 micro-batch sizes, offload all, "
                                                     "1,000 rows)", LARGEST)):

@@ -12,8 +12,8 @@ import pytest
 
 from core.cli import main
 from core.cost.rates import calibration
+from core.planner.columns import JSON_KEYS
 from core.planner.exports import confirmed, flatten_keys
-from core.planner.plan import JSON_KEYS
 from core.units import GB
 
 ROOT = Path(__file__).resolve().parents[1]

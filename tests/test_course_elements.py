@@ -21,6 +21,7 @@ from core.params.memory import ZeroParams
 from core.params.planner import PlannerParams
 from core.pipeline import formulas
 from core.pipeline.result import PipelineParams, simulate
+from core.planner import candidates
 from core.planner import plan as planner
 from core.planner.recommend import recommend
 from core.units import GIB
@@ -182,14 +183,14 @@ def test_custom_model_heads_follow_the_hidden_size_and_the_refusal_says_how_to_f
     # the audit: a custom model with hidden 4096 was refused because heads defaulted to 96
     q = PlannerParams(model="custom", layers=32, hidden=4096, ffn=16384, vocab=50000, gpu="h100-80gb", gpus=64,
                       batch=512, zero="1", schedule="1f1b", recompute="selective", sp="off", mb_sizes=(1,))
-    model, _, _ = planner.resolve(q)
+    model, _, _ = candidates.resolve(q)
     assert (model.heads, model.kv_heads, model.head_dim) == (32, 32, 128)  # hidden / 128
     assert not planner.plan(q).feasible.empty
     with pytest.raises(InputError, match=r"set heads to 32 \(head size 128\)"):
-        planner.resolve(PlannerParams(model="custom", hidden=4096, heads=96, gpu="h100-80gb"))
+        candidates.resolve(PlannerParams(model="custom", hidden=4096, heads=96, gpu="h100-80gb"))
     with pytest.raises(InputError, match="give the number of attention heads"):
-        planner.resolve(PlannerParams(model="custom", hidden=4000, gpu="h100-80gb"))
-    assert planner.resolve(PlannerParams(model="custom", gpu="h100-80gb"))[0].heads == 96  # 12288 / 128, as before
+        candidates.resolve(PlannerParams(model="custom", hidden=4000, gpu="h100-80gb"))
+    assert candidates.resolve(PlannerParams(model="custom", gpu="h100-80gb"))[0].heads == 96  # 12288 / 128, as before
 
 
 def test_every_factorisation_of_g_is_a_row_infeasible_ones_with_their_reason():
@@ -198,7 +199,7 @@ def test_every_factorisation_of_g_is_a_row_infeasible_ones_with_their_reason():
     q = PlannerParams(model="custom", layers=256, hidden=12288, heads=96, ffn=49152, vocab=50000, gpu="h100-80gb",
                       gpus=256, batch=256, zero="1", schedule="1f1b", recompute="full", sp="off", mb_sizes=(1,))
     f = planner.plan(q).frame
-    every = {(t, p, 256 // (t * p)) for t in planner.divisors(256) for p in planner.divisors(256 // t)}
+    every = {(t, p, 256 // (t * p)) for t in candidates.divisors(256) for p in candidates.divisors(256 // t)}
     assert set(map(tuple, f[["t", "p", "d"]].to_numpy().tolist())) == every
     by_layout = {(r.t, r.p): r.reasons for r in f.itertuples()}
     assert by_layout[(64, 1)][0] == "t does not divide the heads: t = 64 cannot split the 96 heads (96 key/value " \

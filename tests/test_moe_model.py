@@ -15,7 +15,7 @@ from core.errors import InputError
 from core.model import counts, presets
 from core.model.blocks import MoeConfig
 from core.params.planner import PlannerParams
-from core.planner.plan import resolve
+from core.planner.candidates import resolve
 
 
 def test_mixtral_8x7b_is_46_7b_total_12_9b_active():

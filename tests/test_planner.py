@@ -13,6 +13,8 @@ from core.memory import states as memory
 from core.params.planner import PlannerParams
 from core.pipeline.result import PipelineParams, simulate
 from core.planner import plan as planner
+from core.planner import simulation
+from core.planner.columns import BREAKDOWN_COLUMNS
 from core.planner.exports import confirmed, flatten_keys
 from core.planner.recommend import recommend
 from core.units import GB
@@ -112,7 +114,7 @@ def test_zero_bubble_gets_the_simulated_not_the_1f1b_bubble(llama70):
 
 
 def test_simulations_are_shared_across_candidates_and_plans():
-    planner.clear_cache()
+    simulation.clear_cache()
     first = planner.plan(LLAMA70)
     f = first.frame
     simulated = f[np.isfinite(f["bubble_fraction"])]
@@ -148,9 +150,9 @@ def test_memory_is_the_memory_models_stage_by_stage(llama70):
 
 def test_step_time_is_the_sum_of_its_breakdown_and_mfu_comes_from_the_flops_model(llama70):
     f = llama70.frame[llama70.frame["step_time_s"].notna()]
-    parts = sum(f[col] for col in planner.BREAKDOWN_COLUMNS.values())
+    parts = sum(f[col] for col in BREAKDOWN_COLUMNS.values())
     np.testing.assert_allclose(parts, f["step_time_s"], rtol=1e-12)
-    assert (f[list(planner.BREAKDOWN_COLUMNS.values())] >= 0).all().all()
+    assert (f[list(BREAKDOWN_COLUMNS.values())] >= 0).all().all()
     row = llama70.best()
     model, gpu, B = llama70.model, llama70.gpu, llama70.params.batch
     assert row["compute_s"] == pytest.approx(row["gemm_s"] + row["attention_s"] + row["memory_bound_s"])
@@ -255,13 +257,13 @@ def test_non_integer_micro_batch_sizes_are_refused():
 
 
 def test_the_simulation_budget_is_named_when_it_runs_out(monkeypatch):
-    planner.clear_cache()
-    monkeypatch.setattr(planner, "SIM_BUDGET", 400_000)
+    simulation.clear_cache()
+    monkeypatch.setattr(simulation, "SIM_BUDGET", 400_000)
     r = planner.plan(LLAMA70)
     assert any("simulation budget" in n for n in r.notes)
     assert any(any("budget" in x for x in rs) for rs in r.frame["reasons"])
     assert not r.feasible.empty  # the most shared keys were simulated first
-    planner.clear_cache()
+    simulation.clear_cache()
 
 
 # --- exports ------------------------------------------------------------------------------------------------

@@ -25,8 +25,11 @@ from core.params.memory import ZERO
 from core.params.pipeline import PIPELINE
 from core.params.planner import PlannerParams
 from core.planner import plan as planner
+from core.planner import result as plan_result
 from core.planner.exports import Export, export_all
+from core.planner.rank_memory import embedding_params
 from core.planner.recommend import Recommendation, recommend
+from core.planner.simulation import simulated_costs
 from ui.cache import cached
 from ui.links import page_link_with_params
 
@@ -73,7 +76,7 @@ def _points(frame: pd.DataFrame) -> pd.DataFrame:
 def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
     q, m = result.params, result.model
     base: dict[str, Any] = {"model": q.model, "gpu": q.gpu, "split": "embedding-on-ends",
-                            "embedding": round(planner.embedding_params(m)), "reserve_frac": q.reserve_frac,
+                            "embedding": round(embedding_params(m)), "reserve_frac": q.reserve_frac,
                             "act": True}
     if q.model == "custom":
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "layers": m.layers, "seq": m.seq,
@@ -113,13 +116,13 @@ def export_of(q: PlannerParams, rank: int) -> dict[str, Export]:
     feasible = plan_view(q).top_feasible
     if not 1 <= rank <= len(feasible):
         raise InputError(f"rank {rank}: choose 1 to {len(feasible):,} (the feasible candidates kept)")
-    layout = planner.layout_for(q, feasible.iloc[rank - 1])
+    layout = plan_result.layout_for(q, feasible.iloc[rank - 1])
     return {kind: export for kind, export in zip(EXPORT_KINDS, _all(layout), strict=True)}
 
 
 def _all(layout) -> tuple[Export, ...]:
     found = export_all(layout)
-    return tuple(found[planner.EXPORT_KINDS[kind]] for kind in EXPORT_KINDS)
+    return tuple(found[plan_result.EXPORT_KINDS[kind]] for kind in EXPORT_KINDS)
 
 
 @cached(max_entries=32)
@@ -136,10 +139,10 @@ def candidates_csv(q: PlannerParams) -> str:
 
 def pipeline_params(row: pd.Series) -> dict[str, Any]:
     """The Pipeline page's keys for this candidate's schedule, p, m (and v) with the costs the planner simulated it
-    with (core.planner.plan.simulated_costs): its forward time in milliseconds (seconds when that would not fit
+    with (core.planner.simulation.simulated_costs): its forward time in milliseconds (seconds when that would not fit
     the page's range), the backward and weight-gradient times and the end stages' cost factors as rounded for
     the simulation, so the page shows the same bubble."""
-    q = planner.simulated_costs(row["schedule"], row["tf"], row["tb"], row["tw"], row["first_stage_factor"],
+    q = simulated_costs(row["schedule"], row["tf"], row["tb"], row["tw"], row["first_stage_factor"],
                                 row["last_stage_factor"], row["p"])
     ms = 1e3 * float(row["tf"])
     tf = round(ms if ms <= 100.0 else ms / 1e3, 3)

@@ -27,6 +27,7 @@ from core.errors import InputError
 from core.params.planner import ASSUMPTIONS, PLAN, PlannerParams
 from core.planner import plan as planner
 from core.planner import recommend
+from core.planner.result import EXPORT_FRAMEWORK
 from core.units import GB
 
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
@@ -160,7 +161,7 @@ def _export(result: planner.PlanResult, kind: str, rank: int) -> int:
     art = result.export(kind, feasible.iloc[rank - 1])
     if art.refused:
         raise InputError(f"candidate {rank} cannot be exported for {kind} exactly: " + "; ".join(art.refused)
-                         + f". Rank with --framework {planner.EXPORT_FRAMEWORK[kind]} to list only layouts it runs.")
+                         + f". Rank with --framework {EXPORT_FRAMEWORK[kind]} to list only layouts it runs.")
     sys.stdout.write(art.text if art.text.endswith("\n") else art.text + "\n")
     if art.setup:
         sys.stderr.write("setup (code the JSON cannot carry):\n" + art.setup)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
-from core.planner.plan import PlanResult
+from core.planner.result import PlanResult
 from core.units import GB
 
 NVME_OUT_OF_SCOPE = (

@@ -1,0 +1,166 @@
+"""The pipeline simulator as the planner asks it: one simulation per distinct (schedule, p, m, v, rounded costs),
+shared by every candidate with that key and kept in bounded caches across plans (a page rerun with other
+step-time assumptions re-simulates nothing it has seen), within a per-plan budget of simulated operations.
+
+The numbers come from the same engine as the Pipeline page (core.pipeline.schedules.build, core.pipeline.simulate):
+no closed-form bubble is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.cost import step_time
+from core.errors import InputError
+from core.params.pipeline import MAX_OPS, PIPELINE
+from core.params.planner import SEARCH_SCHEDULES
+from core.pipeline.schedules import REGISTRY, build, estimated_ops
+from core.pipeline.schedules.ir import Schedule
+from core.pipeline.simulate import Compiled, Costs, compile_schedule, run
+
+_SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
+_SIM_CACHE_MAX = 8192
+_COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
+_COMPILED_MAX = 512
+# Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
+# a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
+# and what it leaves out is named.
+SIM_BUDGET = 12_000_000
+SIM_SETUP_OPS = 10_000
+# Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
+# candidates whose costs differ by less share one simulation. The planner applies the simulated makespan / busy
+# ratio to each candidate's own busy time, so the rounding moves a step time by about step x bubble share.
+RATIO_STEP = {False: 0.5, True: 0.1}  # schedules that do not split the backward barely depend on t_b / t_f
+FACTOR_STEP = 0.02
+MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported bubble can be opened there
+
+
+def schedule_structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
+    """The schedule's structure (stages, whether the last stage is on the first device, compiled dependencies),
+    built once per (schedule, p, m, v), or why the simulator refuses it."""
+    key = (schedule, p, m, v)
+    if key not in _COMPILED:
+        try:
+            if estimated_ops(schedule, p, m, v) > MAX_OPS:
+                raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
+            s = build(schedule, p, m, v)
+            last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
+            out: tuple | str = (s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s))
+        except InputError as exc:
+            out = str(exc)
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = out
+    return _COMPILED[key]
+
+
+def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float = 0.0, first: float = 1.0,
+              last: float = 1.0) -> tuple[float, ...] | str:
+    """(idle share, bubble relative to ideal, makespan / busiest device's busy time, peak micro-batches in flight on
+    the first stage's device, on the last stage's device, 1.0 if both stages share a device) for `schedule` with
+    t_f = 1, t_b, t_w and the first and last global stage's cost factors, or why the simulator refuses it.
+
+    The same engine as core.pipeline.simulate (build, compile, run), without keeping the timeline.
+    """
+    key = (schedule, p, m, v, tb, tw, first, last)
+    if key in _SIM_CACHE:
+        return _SIM_CACHE[key]
+    structure = schedule_structure(schedule, p, m, v)
+    if isinstance(structure, str):
+        out: tuple | str = structure
+    else:
+        stages, v_shape, sched, compiled = structure
+        factors = np.ones(stages)
+        factors[0] *= first
+        factors[-1] *= last
+        tl = run(sched, Costs(1.0, tb, tw, 0.0, tuple(factors)), compiled)
+        inflight = tl.peak_inflight
+        last_device = 0 if v_shape else p - 1
+        out = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()), float(inflight[0]),
+               float(inflight[last_device]), float(v_shape))
+    if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
+        _SIM_CACHE.clear()
+    _SIM_CACHE[key] = out
+    return out
+
+
+def clear_cache() -> None:
+    """Forget every simulated key and compiled schedule (benchmarks measure cold runs with it)."""
+    _SIM_CACHE.clear()
+    _COMPILED.clear()
+
+
+def simulated_costs(schedule, tf, tb, tw, first, last, p) -> dict[str, np.ndarray]:
+    """The costs a candidate is simulated with, relative to its t_f: t_b / t_f and t_w / t_f (t_w folded into t_b
+    where the schedule does not split the backward) and the first and last stage's cost factors, each rounded to
+    RATIO_STEP / FACTOR_STEP (the factors to 1 when p = 1). The Pipeline page link carries exactly these."""
+    split = np.vectorize(lambda name: REGISTRY[name].split_backward, otypes=[bool])(np.asarray(schedule))
+    step = np.where(split, RATIO_STEP[True], RATIO_STEP[False])
+    tf = np.maximum(np.asarray(tf, dtype=float), 1e-30)
+    b = np.where(split, tb, np.asarray(tb) + np.asarray(tw)) / tf
+    w = np.where(split, tw, 0.0) / tf
+    single = np.asarray(p) == 1
+    return {"split": split, "tb": np.maximum(np.round(b / step), 1) * step, "tw": np.round(w / step) * step,
+            "first": np.where(single, 1.0, 1.0 + np.round((np.asarray(first) - 1.0) / FACTOR_STEP) * FACTOR_STEP),
+            "last": np.where(single, 1.0, 1.0 + np.round((np.asarray(last) - 1.0) / FACTOR_STEP) * FACTOR_STEP)}
+
+
+def sim_codes(c: dict, costs: step_time.StageCosts) -> np.ndarray:
+    """Per candidate, the integer simulation key: schedule, p, m, v, split, then simulated_costs in steps."""
+    first, last = costs.factors(c["chunks"])
+    q = simulated_costs(c["schedule_name"], costs.tf, costs.tb, costs.tw, first, last, c["p"])
+    step = np.where(q["split"], RATIO_STEP[True], RATIO_STEP[False])
+    codes = [np.round(q["tb"] / step), np.round(q["tw"] / step), np.round((q["first"] - 1.0) / FACTOR_STEP),
+             np.round((q["last"] - 1.0) / FACTOR_STEP)]
+    return np.stack([c["schedule"], c["p"], c["m"], c["chunks"], q["split"].astype(int), *codes],
+                    axis=1).astype(np.int64)
+
+
+def _key_of(code: np.ndarray) -> tuple:
+    s, p, m, v, split, ib, iw, i0, il = code.tolist()
+    step = RATIO_STEP[bool(split)]
+    return (SEARCH_SCHEDULES[s], p, m, v, round(ib * step, 6), round(iw * step, 6), round(1.0 + i0 * FACTOR_STEP, 6),
+            round(1.0 + il * FACTOR_STEP, 6))
+
+
+SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight", "inflight_last", "last_on_first")
+
+
+def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
+                  free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Per candidate: the simulator's numbers where `want` (simulating what the cache lacks) and where `free` if
+    the cache already has them, NaN elsewhere; the simulator's refusal (or "") per candidate; and the number of
+    distinct keys simulated now."""
+    n = c["t"].size
+    out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
+    refused = np.full(n, "", dtype=object)
+    rows = np.flatnonzero(want | free)
+    if rows.size == 0:
+        return out, refused, 0
+    unique, inverse = np.unique(codes[rows], axis=0, return_inverse=True)
+    users = np.bincount(inverse.ravel()[want[rows]], minlength=len(unique))  # candidates that need each key
+    fresh, spent = 0, 0
+    values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
+    why = np.full(len(unique), "", dtype=object)
+    for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
+        key = _key_of(unique[i])
+        if key not in _SIM_CACHE:
+            if not users[i]:
+                continue
+            spent += estimated_ops(*key[:4]) + (0 if key[:4] in _COMPILED else SIM_SETUP_OPS)
+            if spent > SIM_BUDGET:
+                why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
+                          "micro-batch size to narrow the search")
+                continue
+            fresh += 1
+        got = simulated(*key)
+        if isinstance(got, str):
+            why[i] = got
+        else:
+            values[i] = got
+    inverse = inverse.ravel()
+    for j, k in enumerate(out):
+        out[k][rows] = values[inverse, j]
+    refused[rows] = why[inverse]
+    return out, refused, fresh
+
