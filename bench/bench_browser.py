@@ -2,10 +2,11 @@
 
     python bench/bench_browser.py                  # 5 repetitions, the three links of issue 11, ratios
     python bench/bench_browser.py --reps 9 --only pipeline
-    python bench/bench_browser.py --classroom 40   # also: 40 links opened within 10 s, p95 to first number
+    python bench/bench_browser.py --classroom 40   # also: 40 links opened within 10 s against one server, p95
 
 The floor is bench/apps/bare_page.py (one URL-bound slider and one st.metric), served by a second server
-started in the same run with the same .streamlit/config.toml; the dashboard runs as the Dockerfile's CMD.
+started in the same run; the dashboard runs as the Dockerfile's CMD. A second floor, bench/apps/bare_plotly.py
+(the same page plus one three-bar Plotly chart), shows what the chart library alone costs a page.
 Both are measured in one Chromium, interleaved repetition by repetition, so machine load drifts on both
 alike: the ratios are what to quote, the absolute times depend on the machine.
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
+PLOTLY_APP = ROOT / "bench" / "apps" / "bare_plotly.py"
 VIEWPORT = {"width": 1400, "height": 1000}
 QUIET_S = 1.5  # the page must stay drawn this long before "whole page" is taken
 TIMEOUT_S = 90.0
@@ -56,6 +58,8 @@ class Target:
 
 
 BARE = Target("bare page", "/?n=12", "n squared", ".st-key-n input[type=range]", ("13", "11"), "")
+# The same page plus one small Plotly chart: what the chart library alone adds (bench/apps/bare_plotly.py).
+PLOTLY = Target("plotly-floor", "/?n=12", "n squared", ".st-key-n input[type=range]", ("13", "11"), "")
 TARGETS = (
     Target("pipeline", "/pipeline?schedule=1f1b&p=6&m=12", "Makespan", ".st-key-p input[type=range]", ("7", "5"),
            "from core.pipeline.result import PipelineParams\n"
@@ -208,7 +212,8 @@ def core_seconds(target: Target, value: str, runs: int = 1) -> float:
     return statistics.median(times)
 
 
-def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...], reps: int) -> dict[str, Series]:
+def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...], reps: int,
+                 plotly: str | None = None) -> dict[str, Series]:
     """Interleave: each repetition opens the bare page, then every (server, target) in a shuffled order.
 
     servers: {label: base URL}, e.g. {"": app} or {"before": baseline, "after": app}; a result is keyed
@@ -217,6 +222,8 @@ def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...]
     from playwright.sync_api import sync_playwright
 
     runs = [(f"{t.name} {label}".strip(), url, t) for t in targets for label, url in servers.items()]
+    if plotly is not None:
+        runs.insert(0, (PLOTLY.name, plotly, PLOTLY))
     results = {name: Series() for name in [BARE.name, *(r[0] for r in runs)]}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -246,111 +253,104 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
     f_first, f_whole, f_step = floor.median("first"), floor.median("whole"), floor.median("step")
     rows = [{"benchmark": "bare page: first number / whole page / slider step (median, s)",
              "value": f_first, "unit": "s", "target": f"whole {f_whole:.2f} s, step {f_step:.2f} s"}]
-    print(f"\n{'link':<52} {'first':>6} {'x floor':>7} {'whole':>6} {'x floor':>7} {'step':>5} "
+    p_whole = results[PLOTLY.name].median("whole") if PLOTLY.name in results else float("nan")
+    print(f"\n{'link':<52} {'first':>6} {'x floor':>7} {'whole':>6} {'x floor':>7} {'x plotly':>8} {'step':>5} "
           f"{'core':>6} {'x (floor step + core)':>21}")
-    print(f"{'bare page ' + BARE.path:<52} {f_first:6.2f} {1:7.2f} {f_whole:6.2f} {1:7.2f} {f_step:5.2f} {0:6.3f} "
-          f"{1:21.2f}")
+    print(f"{'bare page ' + BARE.path:<52} {f_first:6.2f} {1:7.2f} {f_whole:6.2f} {1:7.2f} {'':>8} {f_step:5.2f} "
+          f"{0:6.3f} {1:21.2f}")
     for name, s in results.items():
-        t = next((t for t in TARGETS if name.split()[0] == t.name), None)
+        t = next((t for t in (PLOTLY, *TARGETS) if name.split()[0] == t.name), None)
         if t is None:
             continue
         label = name[len(t.name):].strip()
         first, whole, step = s.median("first"), s.median("whole"), s.median("step")
         stepped = [x for x in s.samples if x.step is not None]
-        core = statistics.median(cores[t.name, x.value] for x in stepped) if stepped else float("nan")
+        core = statistics.median(cores.get((t.name, x.value), 0.0) for x in stepped) if stepped else float("nan")
         r_first, r_whole = first / f_first, whole / f_whole
-        r_step = statistics.median(x.step / (f_step + cores[t.name, x.value]) for x in stepped) if stepped else \
-            float("nan")
-        print(f"{t.path + (f' ({label})' if label else ''):<52} {first:6.2f} {r_first:7.2f} {whole:6.2f} "
-              f"{r_whole:7.2f} {step:5.2f} {core:6.3f} {r_step:21.2f}")
-        what = f"browser {t.path}" + (f" ({label})" if label else "")
+        r_step = statistics.median(x.step / (f_step + cores.get((t.name, x.value), 0.0)) for x in stepped) \
+            if stepped else float("nan")
+        path = ("plotly floor " if t is PLOTLY else "") + t.path + (f" ({label})" if label else "")
+        print(f"{path:<52} {first:6.2f} {r_first:7.2f} {whole:6.2f} {r_whole:7.2f} {whole / p_whole:8.2f} {step:5.2f} "
+              f"{core:6.3f} {r_step:21.2f}")
+        what = f"browser {path}"
         rows += [
             {"benchmark": f"{what}: first number / bare page's", "value": r_first, "unit": "x", "target": "<= 1.3"},
             {"benchmark": f"{what}: whole page drawn / bare page's", "value": r_whole, "unit": "x", "target": "<= 2"},
+            {"benchmark": f"{what}: whole page drawn / bare page + one Plotly chart", "value": whole / p_whole,
+             "unit": "x", "target": ""},
             {"benchmark": f"{what}: step / (bare step + core {core * 1e3:.0f} ms)", "value": r_step, "unit": "x",
              "target": "<= 1.3"},
         ]
     for name, s in results.items():
         for e in s.errors():
             print(f"  error ({name}): {e}")
-    print(f"(medians of {len(floor.samples)} repetitions; floor = bench/apps/bare_page.py, served by a second "
-          "server in the same run)")
+    print(f"(medians of {len(floor.samples)} repetitions; floor = bench/apps/bare_page.py, plotly floor = "
+          "bench/apps/bare_plotly.py, each served by its own server in the same run)")
     return rows
 
 
 # --- the classroom: many students open the lecturer's links within a few seconds ------------------------------
 
-async def _student(browser, base: str, target: Target, delay: float, out: list, expected: str | None) -> None:
+async def _student_ws(base: str, target: Target, delay: float, out: list) -> None:
+    """A student's session as the server sees it: Streamlit's own WebSocket protocol, the link's page and query."""
+    import websockets
+    from streamlit.proto import BackMsg_pb2, ForwardMsg_pb2
+
     await asyncio.sleep(delay)
-    context = await browser.new_context(viewport={"width": 1280, "height": 720})
+    page, _, query = target.path.lstrip("/").partition("?")
     t_open = time.perf_counter()
     try:
-        page = await context.new_page()
-        page.set_default_timeout(120_000)
-        await page.add_init_script(PROBE)
-        await page.goto(base + target.path, wait_until="commit")
-        await page.wait_for_function("() => window.__bench !== undefined")
-        await page.evaluate("label => window.__bench.arm(label)", target.label)
-        await page.wait_for_function("() => window.__bench.first !== null", polling=50)
-        first = await page.evaluate("() => window.__bench.first") / 1e3
-        value = await page.evaluate("() => window.__bench.value ?? null")
-        shown = await page.locator("[data-testid='stMain'] [data-testid='stMetric']").filter(
-            has_text=target.label).first.locator("[data-testid='stMetricValue']").inner_text()
-        wrong = expected is not None and shown.strip() != expected
-        out.append((target.name, first, "" if not wrong else f"shows {shown!r}, expected {expected!r}", value))
+        async with websockets.connect(base.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                                      max_size=None) as ws:
+            msg = BackMsg_pb2.BackMsg()
+            msg.rerun_script.query_string = query
+            msg.rerun_script.page_name = page
+            await ws.send(msg.SerializeToString())
+            while True:
+                fm = ForwardMsg_pb2.ForwardMsg()
+                fm.ParseFromString(await asyncio.wait_for(ws.recv(), 120))
+                if fm.WhichOneof("type") == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                    el = fm.delta.new_element
+                    if el.WhichOneof("type") == "metric" and target.label in el.metric.label:
+                        out.append((target.name, time.perf_counter() - t_open, el.metric.body))
+                        return
     except Exception as exc:
-        out.append((target.name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
-                    time.perf_counter() - t_open))
-    finally:
-        await context.close()
+        out.append((target.name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"))
 
 
-async def _classroom(base: str, students: int, window: float, expected: dict[str, str]) -> list:
-    from playwright.async_api import async_playwright
-
+async def _classroom_ws(base: str, students: int, window: float, delays: list[float] | None = None) -> list:
+    delays = delays if delays is not None else sorted(random.uniform(0, window) for _ in range(students))
     out: list = []
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            delays = sorted(random.uniform(0, window) for _ in range(students))
-            jobs = [_student(browser, base, TARGETS[i % len(TARGETS)], d, out, expected.get(TARGETS[i % 3].name))
-                    for i, d in enumerate(delays)]
-            await asyncio.gather(*jobs)
-        finally:
-            await browser.close()
+    await asyncio.gather(*(_student_ws(base, TARGETS[i % len(TARGETS)], d, out) for i, d in enumerate(delays)))
     return out
 
 
-def classroom(students: int, window: float) -> dict:
+def classroom(students: int, window: float, render: dict[str, float] | None = None) -> dict:
     """`students` links (the three targets in turn) opened within `window` s against one fresh server process.
 
-    Every student's first number must equal what a lone visitor sees (the right view). Times include each
-    student's own page rendering: all of them share this machine's CPUs with the server, as they would not
-    in a classroom, so the p95 here is an upper bound.
+    The server is what a class shares, so each student is a WebSocket session speaking Streamlit's protocol
+    (as bench/load_test.py): the time from opening the connection to the link's first number arriving, and
+    that number must equal what a lone visitor gets (the right view). Forty Chromium tabs rendering on this
+    2-core machine would measure the machine, not the server; a browser's own work is the side-by-side
+    first-number time, which `render` adds per link to estimate what a student sees.
     """
-    from playwright.sync_api import sync_playwright
-
+    with serve(server_command(free_port()), "bench-classroom-server.log") as base:  # what a lone visitor gets
+        alone = asyncio.run(_classroom_ws(base, len(TARGETS), 0, [0.0] * len(TARGETS)))
+    expected = {name: value for name, t, value in alone if t is not None}
+    # a fresh server for the class itself: the first students meet cold caches, as in a lecture
     with serve(server_command(free_port()), "bench-classroom-server.log") as base:
-        expected: dict[str, str] = {}
-        with sync_playwright() as pw:  # what a lone visitor sees (also warms nothing: a new server follows)
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for t in TARGETS:
-                context = browser.new_context(viewport=VIEWPORT)
-                page = context.new_page()
-                page.goto(base + t.path)
-                expected[t.name] = page.locator("[data-testid='stMain'] [data-testid='stMetric']").filter(
-                    has_text=t.label).first.locator("[data-testid='stMetricValue']").inner_text(timeout=120_000).strip()
-                context.close()
-            browser.close()
-    # a fresh server for the class itself: the first student meets cold caches, as in a lecture
-    with serve(server_command(free_port()), "bench-classroom-server.log") as base:
-        out = asyncio.run(_classroom(base, students, window, expected))
+        out = asyncio.run(_classroom_ws(base, students, window))
+    wrong = [x for x in out if x[1] is None or x[2] != expected.get(x[0])]
     times = sorted(x[1] for x in out if x[1] is not None)
-    wrong = [x for x in out if x[2]]
-    p95 = times[min(len(times) - 1, int(0.95 * len(times)))] if times else float("nan")
+    seen = sorted(x[1] + (render or {}).get(x[0], 0.0) for x in out if x[1] is not None)
+
+    def p95(xs: list[float]) -> float:
+        return xs[min(len(xs) - 1, int(0.95 * len(xs)))] if xs else float("nan")
+
     return {"students": students, "window_s": window, "shown": len(times), "wrong_or_failed": len(wrong),
-            "errors": [f"{x[0]}: {x[2]}" for x in wrong][:5], "p50_s": statistics.median(times) if times else None,
-            "p95_s": p95, "max_s": times[-1] if times else None}
+            "errors": [f"{x[0]}: {x[2]}" for x in wrong][:5], "server_p50_s": statistics.median(times) if times
+            else None, "server_p95_s": p95(times), "server_max_s": times[-1] if times else None,
+            **({"with_render_p95_s": p95(seen)} if render else {})}
 
 
 def bench_rows(reps: int = 5) -> list[dict]:
@@ -361,7 +361,8 @@ def bench_rows(reps: int = 5) -> list[dict]:
     return run(reps, TARGETS)
 
 
-def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None) -> list[dict]:
+def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None,
+        firsts: dict[str, float] | None = None) -> list[dict]:
     """Serve the app (as the Dockerfile does), the bare page and optionally a baseline checkout; measure."""
     cores = {(t.name, v): core_seconds(t, v) for t in targets for v in {t.step_value(r) for r in range(reps)}}
     with contextlib.ExitStack() as stack:
@@ -369,12 +370,17 @@ def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None) ->
         bare = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(BARE_APP),
                                           "--server.headless=true", f"--server.port={free_port()}"],
                                          "bench-browser-bare.log"))
+        plotly = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(PLOTLY_APP),
+                                            "--server.headless=true", f"--server.port={free_port()}"],
+                                           "bench-browser-plotly.log"))
         servers = {"": app}
         if baseline is not None:
             command = server_command(free_port())
             command[command.index("app.py")] = str(baseline / "app.py")
             servers = {"before": stack.enter_context(serve(command, "bench-browser-baseline.log")), "after": app}
-        results = side_by_side(servers, bare, targets, reps)
+        results = side_by_side(servers, bare, targets, reps, plotly)
+    if firsts is not None:
+        firsts.update({name.split()[0]: s.median("first") for name, s in results.items()})
     return report(results, cores)
 
 
@@ -389,10 +395,11 @@ def main() -> int:
     ap.add_argument("--baseline", type=Path, help="also serve the app from this checkout (e.g. `git archive main`) "
                                                   "and report it as 'before', side by side in the same run")
     args = ap.parse_args()
+    firsts: dict[str, float] = {}
     if not args.skip_side_by_side:
-        run(args.reps, tuple(t for t in TARGETS if args.only in t.name), args.baseline)
+        run(args.reps, tuple(t for t in TARGETS if args.only in t.name), args.baseline, firsts)
     if args.classroom:
-        result = classroom(args.classroom, args.window)
+        result = classroom(args.classroom, args.window, firsts or None)
         print("\nclassroom:", ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                          for k, v in result.items()))
         return 1 if result["wrong_or_failed"] else 0

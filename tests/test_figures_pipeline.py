@@ -11,6 +11,7 @@ import struct
 import zlib
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from core.pipeline.result import PipelineParams
@@ -78,8 +79,10 @@ def test_png_uri_is_a_valid_png_of_the_image():
 def test_play_animates_the_cursor_over_the_schedule_in_the_browser():
     view = pipeline_view(PipelineParams(schedule="1f1b", p=4, m=8))
     fig = figs.gantt([("", view.timeline)])
-    times = [f.layout.shapes[0].x0 for f in fig.frames if f.layout.shapes]
+    frames = fig.to_dict()["frames"]  # what st.plotly_chart sends
+    times = [f["layout"]["shapes"][0]["x0"] for f in frames if f["layout"]["shapes"]]
     moments = view.timeline.boundaries()
-    assert times == sorted(times) and times[0] == 1 and len(fig.frames) == (moments > 0).sum()  # every op boundary
-    assert not fig.frames[-1].layout.shapes
+    assert times == sorted(times) and times[0] == 1 and len(frames) == (moments > 0).sum()  # every op boundary
+    assert not frames[-1]["layout"]["shapes"]
+    assert go.Figure(frames=frames).frames[0].layout.shapes[1].line.dash == "dash"  # frames Plotly accepts
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]

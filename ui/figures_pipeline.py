@@ -76,15 +76,39 @@ def _lane_height(p: int, rows: int, presentation: bool) -> int:
     return int(np.clip(budget / p, 10, 60 if presentation else 46))
 
 
+class AnimatedFigure(go.Figure):
+    """A figure whose animation frames stay plain dicts, added only when it is serialised.
+
+    Plotly validates every property of every frame it holds: for the 150 cursor frames of Play that took
+    longer than building the whole Gantt, on every rerun (cProfile of a Pipeline-page slider step). Each
+    frame here is two shapes of fixed structure (_veil_shapes), so there is nothing to validate.
+    st.plotly_chart serialises a figure through to_dict().
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._raw_frames: list[dict] = []  # Plotly figures accept new attributes only with a leading underscore
+
+    def set_frames(self, frames: list[dict]) -> None:
+        self._raw_frames = frames
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self._raw_frames:
+            out["frames"] = [dict(f) for f in self._raw_frames]
+        return out
+
+
 def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None, *, presentation: bool = False,
-          veil: str = "#ffffff", play: bool = True) -> go.Figure:
+          veil: str = "#ffffff", play: bool = True) -> AnimatedFigure:
     """Stacked timelines (one subplot per titled view) sharing one numeric time axis."""
     f = fonts(presentation)
     n = len(views)
     lane = _lane_height(max(v.p for _, v in views), n, presentation)
     heights = [v.p * lane + 30 for _, v in views]
-    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=min(0.08, 60 / sum(heights)),
-                        row_heights=heights, subplot_titles=[t for t, _ in views] if n > 1 else None)
+    fig = AnimatedFigure(make_subplots(rows=n, cols=1, shared_xaxes=True,
+                                       vertical_spacing=min(0.08, 60 / sum(heights)), row_heights=heights,
+                                       subplot_titles=[t for t, _ in views] if n > 1 else None))
     shown: set = set()
     for row, (_, view) in enumerate(views, start=1):
         if view.bars is not None:
@@ -234,13 +258,13 @@ def _veil(fig: go.Figure, t: float, span: float, color: str) -> None:
         fig.add_shape(**shape)
 
 
-def _play(fig: go.Figure, times: np.ndarray, span: float, color: str, presentation: bool) -> None:
+def _play(fig: AnimatedFigure, times: np.ndarray, span: float, color: str, presentation: bool) -> None:
     """Frames that move the cursor over `times`, and Play / Pause buttons: the animation runs in the browser."""
     times = np.unique(np.append(times[(times > 0) & (times < span)], span))
     if times.size > MAX_FRAMES:
         times = times[np.linspace(0, times.size - 1, MAX_FRAMES).round().astype(int)]
-    fig.frames = [go.Frame(name=f"{t:.6g}", layout={"shapes": _veil_shapes(t, span, color) if t < span else []})
-                  for t in times]
+    fig.set_frames([{"name": f"{t:.6g}", "layout": {"shapes": _veil_shapes(t, span, color) if t < span else []}}
+                    for t in times])
     each = int(np.clip(12_000 / max(1, times.size), 60, 600))  # about 12 s for the whole schedule
     size = fonts(presentation)["base"]
     fig.update_layout(updatemenus=[{
