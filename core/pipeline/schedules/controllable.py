@@ -18,6 +18,8 @@ Device d holds stages d and 2p-1-d (the V), like ZB-V.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 import numpy as np
 
 from core.pipeline.schedules.ir import ROW, F, I, Schedule, W, v_stage_map
@@ -103,19 +105,11 @@ def _squeeze(times: list[np.ndarray], with_w: bool) -> None:
     `times[type]` is (devices, ops of that type) of slots. The steady state in between is left as
     built: from device 0's first I0 (the first micro-batch's last backward) to device 0's F0 of the
     last micro-batch. With W's, memory is +1 at an F and -1 at a W; without, W's run in free slots.
+    Only the O(p^2) ops of the two ends are visited, so the cost does not grow with m.
     """
     p, m = times[F0].shape
-    dev = np.concatenate([np.repeat(np.arange(p), tt.shape[1]) for tt in times])
-    typ = np.concatenate([np.full(tt.size, ty) for ty, tt in enumerate(times)])
-    mb = np.concatenate([np.tile(np.arange(tt.shape[1]), p) for tt in times])
-    slot = np.concatenate([tt.ravel() for tt in times])
-    order = np.lexsort((mb, typ, dev, slot))  # by slot, then device, type, micro-batch
-    dev, typ, mb = dev[order], typ[order], mb[order]
-    steady_from = int(np.flatnonzero((dev == 0) & (typ == I0))[0])
-    last_f0 = np.flatnonzero((typ == F0) & (mb == m - 1))
-    later = last_f0[last_f0 >= steady_from]
-    cool_from = int(later[0]) + 1 if later.size else order.size
-    st = _slot_types(times, int(slot.max()) + 1)
+    size = int(max(int(tt.max()) for tt in times)) + 1
+    st = _slot_types(times, size)
     if with_w:
         level = np.cumsum((st == F0) | (st == F1), axis=1) - np.cumsum(st == WW, axis=1)
     else:
@@ -123,78 +117,125 @@ def _squeeze(times: list[np.ndarray], with_w: bool) -> None:
         level = np.stack([a for a, _ in parts])
         done = np.stack([b for _, b in parts])
     cap = int(level.max())
-    moves = np.r_[0:steady_from, cool_from:order.size] if with_w else np.arange(cool_from, order.size)
-    for i in moves.tolist():
-        d, ty, b = int(dev[i]), int(typ[i]), int(mb[i])
-        now = int(times[ty][d, b])
-        ready = _ready_slot(times, d, ty, b)
+    free_at = bytearray(st.tobytes())  # one byte per (device, slot), 255 (int8 -1) where free: find() scans in C
+    st = np.frombuffer(free_at, dtype=np.int8).reshape(p, size)  # the same memory, for the vector tests
+    tl = [tt.tolist() for tt in times]  # scalar reads from lists are several times cheaper than from arrays
+    backs = [sorted(tl[I1][d] + tl[I0][d]) for d in range(p)] if with_w else []  # a W's input: its k-th backward
+    for d, ty, b in _movable(times, with_w):
+        row = tl[ty][d]
+        now = row[b]
+        if ty == WW:
+            ready = backs[d][b]
+        else:
+            src = d + _DOWN[ty]
+            ready = tl[ty][src][b] if 0 <= src < p else -1
+            if ty != F0:
+                ready = max(ready, tl[ty - 1][d][b])
+        if b > 0:
+            ready = max(ready, row[b - 1])
+        ready += 1
         if ready >= now:
             continue
-        free = np.flatnonzero(st[d, ready:now] < 0) + ready
-        if not free.size:
-            continue
-        if with_w:
-            target = _first_within_cap(free, level[d], now, ty, cap)
-            if target >= 0 and ty != I1 and ty != I0:
-                level[d, target:now] += 1 if ty < I1 else -1
-        else:
-            target = _first_within_cap_implicit(free, st[d], level[d], done[d], now, ty, cap)
+        at = d * size
+        target = free_at.find(255, at + ready, at + now) - at
         if target < 0:
             continue
+        if with_w:
+            if ty == F0 or ty == F1:  # earliest free slot with the device below the cap from there to `now`
+                over = np.flatnonzero(level[d, target:now] >= cap)
+                if over.size:
+                    target = free_at.find(255, at + target + int(over[-1]) + 1, at + now) - at
+                    if target < 0:
+                        continue
+                level[d, target:now] += 1
+            elif ty == WW:
+                level[d, target:now] -= 1  # a W earlier only frees sooner
+        else:
+            target = _first_within_cap_implicit(free_at, at, target, st[d], level[d], done[d], now, ty, cap,
+                                                    2 * m)
+            if target < 0:
+                continue
         st[d, now], st[d, target] = -1, ty
+        row[b] = target
         times[ty][d, b] = target
+        if with_w and (ty == I1 or ty == I0):
+            bk = backs[d]
+            del bk[bisect_left(bk, now)]
+            insort(bk, target)
 
 
-def _ready_slot(times: list[np.ndarray], d: int, ty: int, b: int) -> int:
-    """First slot at which op (d, ty, b) may run: after its input, its own type's previous micro-batch,
-    and (for W) the b-th backward of its device."""
-    p = times[F0].shape[0]
-    ready = -1
-    if ty < WW:
-        src = d + _DOWN[ty]
-        if 0 <= src < p:
-            ready = int(times[ty][src, b])
-        if ty > F0:
-            ready = max(ready, int(times[ty - 1][d, b]))
-    else:
-        ready = _kth_backward(times[I1][d], times[I0][d], b)
-    if b > 0:
-        ready = max(ready, int(times[ty][d, b - 1]))
-    return ready + 1
+def _movable(times: list[np.ndarray], with_w: bool) -> zip:
+    """(device, type, micro-batch) of the ops the squeeze visits, by slot, then device, type, micro-batch:
+    the warm-up (with W's only) before device 0's first I0, and the cool-down after the first F0 of the
+    last micro-batch that comes later. Sorting only these keeps the cost independent of m."""
+    p, m = times[F0].shape
+    steady = int(times[I0][0, 0])  # device 0's first I0; no other op of device 0 shares its slot
+    last_f0 = times[F0][:, m - 1]
+    later = np.flatnonzero(last_f0 >= steady)
+    picks = []
+    if later.size:
+        c_dev = int(later[np.lexsort((later, last_f0[later]))[0]])
+        c_slot = int(last_f0[c_dev])
+    for ty, tt in enumerate(times):
+        dev_of = np.arange(p)[:, None]
+        sel = np.zeros(tt.shape, dtype=bool)
+        if with_w:
+            sel |= tt < steady
+        if later.size:
+            sel |= (tt > c_slot) | ((tt == c_slot) & (dev_of > c_dev))
+        d, b = np.nonzero(sel)
+        picks.append((tt[d, b], d, np.full(d.size, ty), b))
+    slot, dev, typ, mb = (np.concatenate(x) for x in zip(*picks, strict=True))
+    order = np.lexsort((mb, typ, dev, slot))
+    return zip(dev[order].tolist(), typ[order].tolist(), mb[order].tolist(), strict=True)
 
 
-def _kth_backward(a: np.ndarray, c: np.ndarray, k: int) -> int:
-    """The k-th smallest (from 0) of two increasing arrays, looking only at the ends it can come from."""
-    n = a.size + c.size
-    if k < n // 2:
-        return int(np.sort(np.concatenate([a[: k + 1], c[: k + 1]]))[k])
-    j = n - 1 - k  # the j-th largest
-    return int(np.sort(np.concatenate([a[a.size - j - 1:], c[c.size - j - 1:]]))[::-1][j])
-
-
-def _first_within_cap(free: np.ndarray, level: np.ndarray, now: int, ty: int, cap: int) -> int:
-    """Earliest free slot from which the op can run without raising the device above the cap."""
-    if ty not in (F0, F1):
-        return int(free[0])  # a backward changes nothing held; a W earlier only frees sooner
-    span_max = np.maximum.accumulate(level[free[0]:now][::-1])[::-1]  # most held from each slot to `now`
-    ok = span_max[free - free[0]] + 1 <= cap
-    return int(free[np.argmax(ok)]) if ok.any() else -1
-
-
-def _first_within_cap_implicit(free: np.ndarray, st: np.ndarray, level: np.ndarray, done: np.ndarray, now: int,
-                               ty: int, cap: int) -> int:
-    """As above, with implicit W's in the free slots (moving any op shifts where they fall): each trial
-    recomputes only from the candidate slot on. Updates `level` and `done` when a slot is taken."""
-    for s in free.tolist():
-        tail = st[s:].copy()
-        tail[now - s], tail[0] = -1, ty
-        held0 = int(level[s - 1] + done[s - 1]) if s else 0
-        back0 = int(np.count_nonzero((st[:s] == I1) | (st[:s] == I0)))
-        lv, dn = _implicit(tail, held0, int(done[s - 1]) if s else 0, back0)
-        if lv.max() <= cap:
-            level[s:], done[s:] = lv, dn
+def _first_within_cap_implicit(free_at: bytearray, at: int, s: int, st: np.ndarray, level: np.ndarray,
+                               done: np.ndarray, now: int, ty: int, cap: int, backs: int) -> int:
+    """Earliest free slot from `s` on from which the op can run without raising the device above the cap,
+    with implicit W's in the free slots (moving any op shifts where they fall). Updates `level` and
+    `done` when a slot is taken; `backs` is the device's number of backwards."""
+    while s >= 0:
+        back0 = backs - int(np.count_nonzero((st[s:] == I1) | (st[s:] == I0)))
+        end = _trial_implicit(free_at, at, s, now, ty, level, done, cap, back0)
+        if end:
             return s
+        s = free_at.find(255, at + s + 1, at + now) - at
+        s = s if s >= 0 else -1
     return -1
+
+
+def _trial_implicit(free_at: bytearray, at: int, s: int, now: int, ty: int, level: np.ndarray, done: np.ndarray,
+                    cap: int, back: int) -> int:
+    """Replay `_implicit` slot by slot with the op moved from `now` to `s`: 0 as soon as the device holds more
+    than `cap`; else the slot after the last that changed, having written the new counts there.
+
+    W count: done(i) = min(done(i-1) + [slot i free], backwards before i). Past `now` the slots are as
+    before, so once done(i) meets the old count the rest is the old (within-cap) state: stop there.
+    """
+    fwd = int(level[s - 1] + done[s - 1]) if s else 0  # forwards so far
+    dn = int(done[s - 1]) if s else 0
+    size = level.size
+    lv_new, dn_new = [], []
+    i = s
+    while i < size:
+        t = ty if i == s else (255 if i == now else free_at[at + i])
+        if t == 255:
+            if dn < back:
+                dn += 1
+        elif t == I1 or t == I0:
+            back += 1
+        elif t != WW:
+            fwd += 1
+        if fwd - dn > cap:
+            return 0
+        lv_new.append(fwd - dn)
+        dn_new.append(dn)
+        i += 1
+        if i > now and dn == done[i - 1]:
+            break
+    level[s:i], done[s:i] = lv_new, dn_new
+    return i
 
 
 def _eager(times: list[np.ndarray]) -> list[np.ndarray]:
