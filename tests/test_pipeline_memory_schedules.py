@@ -74,6 +74,23 @@ def test_v_half_v_min_bubble_equals_the_reference_implementation(p, m, costs, ha
         assert tl.span_bubble_time / (tl.span_bubble_time + ideal) == pytest.approx(expected, abs=5e-5)
 
 
+@pytest.mark.parametrize("schedule", ["v-half", "v-min"])
+@pytest.mark.parametrize("p,m", [(1, 21), (2, 25), (3, 40), (4, 33), (6, 61), (8, 49), (9, 100), (12, 97), (16, 300),
+                                 (32, 200)])
+def test_periodic_shortcut_is_the_full_greedy_op_for_op(schedule, p, m):
+    """Past 4p+16 micro-batches the order is built from the greedy of 4p+16 with whole periods inserted in
+    its steady middle; it must equal the full greedy squeeze (in development: 2,100 settings, p <= 64, m <= 1024)."""
+    from core.pipeline.schedules.controllable import _base_m, _greedy_times, _periodic_times
+
+    assert m > _base_m(p)
+    fast = _periodic_times(schedule, p, m)
+    assert fast is not None  # the steady middle was found: no fall-back to the full build
+    full = _greedy_times(schedule, p, m)
+    assert len(fast) == len(full) == 4
+    for got, want in zip(fast, full, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_v_half_and_v_min_near_the_papers_estimates():
     for p, m in ((8, 32), (16, 64), (16, 128)):
         b = gpipe_bubble_share(p, m)

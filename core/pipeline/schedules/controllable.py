@@ -52,14 +52,54 @@ def v_min(p: int, m: int, v: int = 2) -> Schedule:
 
 
 def _controllable(kind: str, p: int, m: int) -> Schedule:
+    times = _periodic_times(kind, p, m)
+    if times is None:
+        times = _greedy_times(kind, p, m)
+    devices = tuple(_rows(*_final_order([tt[d] for tt in times])) for d in range(p))
+    return Schedule(kind, p, 2, m, devices, v_stage_map(p))
+
+
+def _greedy_times(kind: str, p: int, m: int) -> list[np.ndarray]:
+    """Slots (devices, m) of F0, F1, I1, I0: repeat the block, squeeze both ends, squeeze again."""
     base = block(kind, p)[:, :, None] + PERIOD * np.arange(m)[None, None, :]  # (device, type, micro) -> slot
     times = _with_weight_slots([base[:, ty].copy() for ty in range(4)])
     _squeeze(times, with_w=True)
     times = _eager(times)[:4]
     _squeeze(times, with_w=False)
-    times = _eager(_with_weight_slots(times))[:4]
-    devices = tuple(_rows(*_final_order([tt[d] for tt in times])) for d in range(p))
-    return Schedule(kind, p, 2, m, devices, v_stage_map(p))
+    return _eager(_with_weight_slots(times))[:4]
+
+
+def _base_m(p: int) -> int:
+    """Micro-batches enough for a steady middle: the squeeze reaches about p in from the front and p/2
+    from the back, and the middle must span two lifespans (about p micro-batches each) around the cut."""
+    return 4 * p + 16
+
+
+def _periodic_times(kind: str, p: int, m: int) -> list[np.ndarray] | None:
+    """The greedy result for large m from the one for `_base_m(p)` micro-batches, with whole periods
+    inserted in the middle; None (build it all) when m is small or the middle is not periodic.
+
+    The squeeze only touches the two ends, and away from them every op runs one PERIOD after the same
+    op of the previous micro-batch. Each end is decided by ops within a lifespan (a micro-batch's F0 to
+    its last backward) of it, so once a run of micro-batches wider than two lifespans repeats exactly,
+    more of them change nothing but the shift of what follows. Checked op for op against the full
+    greedy on 2,100 (p, m) up to p = 64, m = 1024 (and in tests/test_pipeline_memory_schedules.py).
+    """
+    m0 = _base_m(p)
+    if m <= m0:
+        return None
+    t = _greedy_times(kind, p, m0)
+    stacked = np.stack(t)  # (type, device, micro)
+    steady = (np.diff(stacked, axis=2) == PERIOD).all(axis=(0, 1))  # steady[b]: micro-batch b+1 = b + PERIOD
+    k = m0 // 2
+    lifespan = stacked[:, :, k].max(axis=0) - stacked[:, :, k].min(axis=0)  # slots, per device, at the cut
+    life = int(np.ceil(lifespan.max() / PERIOD)) + 1  # in micro-batches
+    if k - life < 0 or k + life > steady.size or not steady[k - life:k + life].all():
+        return None
+    extra = m - m0
+    shift = PERIOD * np.arange(1, extra + 1)
+    return [np.concatenate([tt[:, :k + 1], tt[:, k:k + 1] + shift, tt[:, k + 1:] + PERIOD * extra], axis=1)
+            for tt in t]
 
 
 def _slot_types(times: list[np.ndarray], size: int) -> np.ndarray:
