@@ -13,6 +13,8 @@ as long as no device holds more than the block's peak. This module follows that 
 place W's, squeeze the warm-up and cool-down under the memory cap (with the W's, then again without
 them in the cool-down), place the W's again (a chunk's W's in order, the second chunk's first).
 The order it returns is what every device runs; the simulator times it with any costs.
+The squeeze touches only the two ends, so past 4p+16 micro-batches it runs at that size and whole
+periods are inserted in the repeating middle (the same order op for op; it falls back otherwise).
 Device d holds stages d and 2p-1-d (the V), like ZB-V.
 """
 
@@ -170,9 +172,11 @@ def _squeeze(times: list[np.ndarray], with_w: bool) -> None:
             src = d + _DOWN[ty]
             ready = tl[ty][src][b] if 0 <= src < p else -1
             if ty != F0:
-                ready = max(ready, tl[ty - 1][d][b])
-        if b > 0:
-            ready = max(ready, row[b - 1])
+                before = tl[ty - 1][d][b]
+                if before > ready:
+                    ready = before
+        if b > 0 and row[b - 1] > ready:
+            ready = row[b - 1]
         ready += 1
         if ready >= now:
             continue
