@@ -15,10 +15,13 @@ How it stays fast (O(number of ops), vectorised over devices):
   input is ready all start at once (numpy over devices). A not-yet-computed time is NaN, and NaN
   flows through max/+ untouched, so "not ready" needs no branches. A round in which no device can
   move while work remains is a deadlock, reported with the stuck operations.
+- `run_many` times one schedule under several cost sets in the same rounds (their slots laid end to end), so a
+  caller with many cost ratios per schedule (the planner) pays for the rounds about once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +31,7 @@ from core.pipeline.schedules.ir import KIND_GROUP, F, I, R, Schedule, W
 from core.pipeline.timeline import Timeline
 
 _ROUNDS_PER_CHECK = 16  # rounds between progress checks (extra rounds after the end are no-ops)
+_ELEMENTS_PER_PASS = 2_000_000  # cost sets x ops that run_many times at once (bounds its memory)
 
 
 @dataclass(frozen=True)
@@ -181,34 +185,57 @@ def _describe(idx, device, kind, micro, stage) -> str:
 
 def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
     """Simulate `s` with `costs`; pass `compiled` to reuse the dependency analysis across cost changes."""
+    return run_many(s, (costs,), compiled)[0]
+
+
+def run_many(s: Schedule, costs: Sequence[Costs], compiled: Compiled | None = None) -> list[Timeline]:
+    """Simulate `s` once per entry of `costs`, in the same rounds (each timeline exactly as `run` gives it): a
+    caller asking one schedule with many cost ratios pays for the rounds about once."""
     c = compiled or compile_schedule(s)
-    table = costs.kind_durations(s.stages_per_device)[:, None] * costs.factors(s.num_stages)[None, :]
-    dur = table.ravel()[c.cost_class]
+    per_pass = max(1, _ELEMENTS_PER_PASS // c.kind.size)
+    return [tl for lo in range(0, len(costs), per_pass) for tl in _run_together(s, c, costs[lo:lo + per_pass])]
+
+
+def _run_together(s: Schedule, c: Compiled, costs: Sequence[Costs]) -> list[Timeline]:
+    tables = [(k.kind_durations(s.stages_per_device)[:, None] * k.factors(s.num_stages)[None, :]).ravel()
+              for k in costs]
+    dur = np.stack(tables)[:, c.cost_class]
     if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
         idx = np.flatnonzero(c.fused)
-        dur[idx + 1] += dur[idx]
-        dur[idx] = 0.0
-    start = _schedule_runs(c, dur, costs.tcomm)
-    return Timeline.build(s, c, start, dur, costs)
+        dur[:, idx + 1] += dur[:, idx]
+        dur[:, idx] = 0.0
+    start = _schedule_runs(c, dur, np.array([k.tcomm for k in costs], dtype=float))
+    return [Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs)]
 
 
-def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float) -> np.ndarray:
+def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: np.ndarray) -> np.ndarray:
+    """Start times of every op, one row per row of `dur` (one cost set each). The rows are laid end to end in
+    one flat array of slots, so one round moves every device of every cost set; each row's numbers come from
+    its own entries only (the same float operations as one row alone)."""
+    K, S = dur.shape[0], c.num_slots
+    N = S + 2  # a row's slots, then its READY and NEVER
     # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
-    cum = np.cumsum(dur)
-    base = cum[c.lead_idx] - dur[c.lead_idx]  # cumulative duration before each run
-    rdur = np.zeros(c.num_slots)
-    rdur[c.slot] = np.diff(base, append=cum[-1])  # each run's length
-    dep_add = np.zeros(c.num_slots)
-    dep_add[c.waiting_slot] = cum[c.input_op] - base[c.input_run] + tcomm  # input ready this long after its run starts
+    cum = np.cumsum(dur, axis=1)
+    base = cum[:, c.lead_idx] - dur[:, c.lead_idx]  # cumulative duration before each run
+    rdur = np.zeros((K, N))
+    rdur[:, c.slot] = np.diff(base, append=cum[:, -1:], axis=1)  # each run's length
+    dep_add = np.zeros((K, N))
+    dep_add[:, c.waiting_slot] = (cum[:, c.input_op] - base[:, c.input_run]
+                                  + tcomm[:, None])  # input ready this long after its run starts
+    shift = np.arange(K)[:, None] * N
+    dep_slot = np.zeros((K, N), dtype=np.int64)
+    dep_slot[:, :S] = c.dep_slot[None, :] + shift
+    dep_slot, rdur, dep_add = dep_slot.ravel(), rdur.ravel(), dep_add.ravel()
 
     p = c.p
-    val = np.full(c.num_slots + 2, np.nan)  # start time of each run; NaN until computed
-    val[c.num_slots] = 0.0  # READY
-    ptr = c.slot[c.leader[c.seg]].copy()
-    free = np.zeros(p)
+    val = np.full((K, N), np.nan)  # start time of each run; NaN until computed
+    val[:, S] = 0.0  # READY
+    val = val.ravel()
+    ptr = (c.slot[c.leader[c.seg]][None, :] + shift).ravel()
+    free = np.zeros(K * p)
     fmax, maximum = np.fmax, np.maximum
-    dep_slot = c.dep_slot
-    goal, last = int(c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]].sum()) + p, -1  # all at stop slots
+    stops = int(c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]].sum()) + p  # one row: all at stop slots
+    goal, last = K * stops + p * int(shift.sum()), -1
     while True:
         for _ in range(_ROUNDS_PER_CHECK):  # a round costs ~3 us: keep it to a handful of numpy calls
             de = val[dep_slot[ptr]]
@@ -223,11 +250,11 @@ def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: float) -> np.ndarray:
         if moved == goal:
             break
         if moved == last:
-            _raise_deadlock(c, ptr)
+            _raise_deadlock(c, ptr[:p])
         last = moved
     offset = cum - dur
-    offset -= base[c.leader]
-    return val[c.op_slot] + offset
+    offset -= base[:, c.leader]
+    return val.reshape(K, N)[:, c.op_slot] + offset
 
 
 def _raise_deadlock(c: Compiled, ptr) -> None:

@@ -16,7 +16,7 @@ from core.params.pipeline import MAX_OPS, PIPELINE
 from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
-from core.pipeline.simulate import Compiled, Costs, compile_schedule, run
+from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_many
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
@@ -63,25 +63,43 @@ def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float 
     The same engine as core.pipeline.simulate (build, compile, run), without keeping the timeline.
     """
     key = (schedule, p, m, v, tb, tw, first, last)
-    if key in _SIM_CACHE:
-        return _SIM_CACHE[key]
-    structure = schedule_structure(schedule, p, m, v)
-    if isinstance(structure, str):
-        out: tuple | str = structure
-    else:
+    got = _SIM_CACHE.get(key)
+    return got if got is not None else _simulate([key])[0]
+
+
+def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
+    """`simulated` for each key, cached: the keys of one (schedule, p, m, v) share one core.pipeline.simulate.run_many
+    (their rounds run together), and the micro-batches in flight, which the schedule's order alone sets, are
+    counted once per schedule."""
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key[:4], []).append(i)
+    results: list = [None] * len(keys)
+    for (schedule, p, m, v), members in groups.items():
+        structure = schedule_structure(schedule, p, m, v)
+        if isinstance(structure, str):
+            for i in members:
+                results[i] = structure
+            continue
         stages, v_shape, sched, compiled = structure
-        factors = np.ones(stages)
-        factors[0] *= first
-        factors[-1] *= last
-        tl = run(sched, Costs(1.0, tb, tw, 0.0, tuple(factors)), compiled)
-        inflight = tl.peak_inflight
+        costs = []
+        for i in members:
+            tb, tw, first, last = keys[i][4:]
+            factors = np.ones(stages)
+            factors[0] *= first
+            factors[-1] *= last
+            costs.append(Costs(1.0, tb, tw, 0.0, tuple(factors)))
+        timelines = run_many(sched, costs, compiled)
+        inflight = timelines[0].peak_inflight
         last_device = 0 if v_shape else p - 1
-        out = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()), float(inflight[0]),
-               float(inflight[last_device]), float(v_shape))
-    if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
-        _SIM_CACHE.clear()
-    _SIM_CACHE[key] = out
-    return out
+        for i, tl in zip(members, timelines, strict=True):
+            results[i] = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()),
+                          float(inflight[0]), float(inflight[last_device]), float(v_shape))
+    for key, got in zip(keys, results, strict=True):
+        if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
+            _SIM_CACHE.clear()
+        _SIM_CACHE[key] = got
+    return results
 
 
 def clear_cache() -> None:
@@ -139,25 +157,35 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         return out, refused, 0
     unique, inverse = np.unique(codes[rows], axis=0, return_inverse=True)
     users = np.bincount(inverse.ravel()[want[rows]], minlength=len(unique))  # candidates that need each key
-    fresh, spent = 0, 0
+    fresh, spent, todo, compiling = 0, 0, [], set()
     values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
-    for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
-        key = _key_of(unique[i])
-        if key not in _SIM_CACHE:
-            if not users[i]:
-                continue
-            spent += estimated_ops(*key[:4]) + (0 if key[:4] in _COMPILED else SIM_SETUP_OPS)
-            if spent > SIM_BUDGET:
-                why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
-                          "micro-batch size to narrow the search")
-                continue
-            fresh += 1
-        got = simulated(*key)
+
+    def record(i: int, got: tuple | str) -> None:
         if isinstance(got, str):
             why[i] = got
         else:
             values[i] = got
+
+    for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
+        key = _key_of(unique[i])
+        got = _SIM_CACHE.get(key)
+        if got is not None:
+            record(i, got)
+            continue
+        if not users[i]:
+            continue
+        structure = key[:4]
+        spent += estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
+        if spent > SIM_BUDGET:
+            why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
+                      "micro-batch size to narrow the search")
+            continue
+        compiling.add(structure)
+        fresh += 1
+        todo.append(i)
+    for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
+        record(i, got)
     inverse = inverse.ravel()
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
