@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.planner import frameworks
+from core.planner.groups import distinct
 from core.planner.simulation import MAX_SIM_M
 from core.units import GB
 
@@ -39,24 +40,34 @@ class Checks:
     def reasons(self, c: dict, model, gpu) -> list[tuple[str, ...]]:
         """Why each candidate is infeasible (an empty tuple when it is feasible); each reason starts with a tag."""
         n = c["t"].size
-        columns = []
+        found: list[tuple[np.ndarray, list[str]]] = []  # (candidates, their texts) per check, in order
 
-        def add(mask, text) -> None:
+        def add(mask, text, *keys) -> None:
+            """text(i) for every candidate i in `mask`; with `keys` (the integer columns the text depends on),
+            once per distinct combination of them, shared by every candidate that has it."""
             idx = np.flatnonzero(mask)
-            if idx.size:
-                col = np.full(n, None, dtype=object)
-                col[idx] = [text(i) for i in idx]
-                columns.append(col)
+            if not idx.size:
+                return
+            if keys:
+                _, first, inverse = distinct([np.broadcast_to(k, (n,))[idx] for k in keys])
+                texts = [text(i) for i in idx[first].tolist()]
+                found.append((idx, [texts[j] for j in inverse.tolist()]))
+            else:
+                found.append((idx, [text(i) for i in idx.tolist()]))
 
         B, d, b, m, p = self.batch, c["d"], c["b"], c["m"], c["p"]
         ok = self.batch_ok
-        add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas")
-        add(~ok & (d <= B), lambda i: f"batch does not divide: {B:,} is not a multiple of d x b = {d[i]:,} x {b[i]}")
+        add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas", d)
+        add(~ok & (d <= B), lambda i: f"batch does not divide: {B:,} is not a multiple of d x b = {d[i]:,} x {b[i]}",
+            d, b)
         add(ok & ~self.fills, lambda i: f"m < p: m = {m[i]} micro-batches cannot fill {c['schedule_name'][i]} on "
-                                        f"p = {p[i]} (needs m >= {self.min_m[i]})")
+                                        f"p = {p[i]} (needs m >= {self.min_m[i]})", m, c["schedule"], p, self.min_m)
         add(ok & self.fills & ~self.m_ok, lambda i: f"too many micro-batches: m = {m[i]:,} > {MAX_SIM_M:,}, the "
-                                                    "simulator's range (use a larger micro-batch size)")
-        add(self.refused != "", lambda i: f"not simulated: {self.refused[i]}")
+                                                    "simulator's range (use a larger micro-batch size)", m)
+        refused = self.refused != ""
+        if refused.any():
+            why = {r: f"not simulated: {r}" for r in set(self.refused[refused].tolist())}
+            add(refused, lambda i: why[self.refused[i]])
         full = self.floor > self.usable
         add(self.hopeless & full, lambda i: f"does not fit: {self.floor[i] / GB:,.1f} GB per GPU even with one "
                                             f"micro-batch in flight > {self.usable / GB:,.1f} GB usable")
@@ -68,16 +79,24 @@ class Checks:
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked")
         nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
-        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model))
-        add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server")
-        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers")
-        for name, mask, text in self.rules:
+        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model),
+            *(c[k] for k in ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "fp8")))
+        add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
+            c["t"])
+        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers",
+            p, c["chunks"])
+        for name, mask, text in self.rules:  # each rule's text depends on t, d, cp, ep and etp only
             tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",
                    "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
-            add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}")
-        if not columns:
+            add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}",
+                *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
+        if not found:
             return [()] * n
-        return [tuple(x for x in row if x is not None) for row in zip(*columns, strict=True)]
+        rows: list[list[str]] = [[] for _ in range(n)]
+        for idx, texts in found:
+            for i, text in zip(idx.tolist(), texts, strict=True):
+                rows[i].append(text)
+        return [tuple(r) if r else () for r in rows]
 
 
 def _refusals(c: dict, i: int, model) -> str:

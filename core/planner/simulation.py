@@ -17,6 +17,7 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_many
+from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
@@ -155,8 +156,8 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
     rows = np.flatnonzero(want | free)
     if rows.size == 0:
         return out, refused, 0
-    unique, inverse = np.unique(codes[rows], axis=0, return_inverse=True)
-    users = np.bincount(inverse.ravel()[want[rows]], minlength=len(unique))  # candidates that need each key
+    unique, _, inverse = distinct(codes[rows].T)
+    users = np.bincount(inverse[want[rows]], minlength=len(unique))  # candidates that need each key
     fresh, spent, todo, compiling = 0, 0, [], set()
     values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
@@ -186,7 +187,6 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         todo.append(i)
     for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
         record(i, got)
-    inverse = inverse.ravel()
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
     refused[rows] = why[inverse]
