@@ -56,8 +56,15 @@ def choice_codes(name: str, value, options: Sequence[str]) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.kind in "US":
         lookup = {o: i for i, o in enumerate(options)}
+        codes = np.full(arr.shape, -1, dtype=np.int64)
+        for i, o in enumerate(options if arr.dtype.kind == "U" else ()):  # as written: one comparison per option
+            codes[arr == o] = i
+        rest = codes < 0
+        if not rest.any():
+            return codes
         try:
-            return np.vectorize(lambda s: lookup[str(s).lower()], otypes=[np.int64])(arr)
+            codes[rest] = [lookup[str(s).lower()] for s in arr[rest].tolist()]
+            return codes
         except KeyError as exc:
             raise InputError(f"{name}: {exc.args[0]!r} is not allowed; choose one of {', '.join(options)}") from None
     return number(name, arr, 0, len(options) - 1, integer=True).astype(np.int64)

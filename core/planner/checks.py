@@ -92,11 +92,17 @@ class Checks:
                 *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
         if not found:
             return [()] * n
-        rows: list[list[str]] = [[] for _ in range(n)]
-        for idx, texts in found:
-            for i, text in zip(idx.tolist(), texts, strict=True):
-                rows[i].append(text)
-        return [tuple(r) if r else () for r in rows]
+        # Every (candidate, text) pair, grouped by candidate in check order; one tuple per candidate with reasons.
+        who = np.concatenate([idx for idx, _ in found])
+        order = np.argsort(who, kind="stable")
+        texts = [t for _, ts in found for t in ts]
+        texts = [texts[j] for j in order.tolist()]
+        who = who[order]
+        starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]).tolist()
+        out: list[tuple[str, ...]] = [()] * n
+        for i, lo, hi in zip(who[starts].tolist(), starts, starts[1:] + [len(texts)], strict=True):
+            out[i] = tuple(texts[lo:hi])
+        return out
 
 
 def _refusals(c: dict, i: int, model) -> str:

@@ -257,13 +257,10 @@ def which(t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = N
     """Per candidate, the frameworks (keys) that run it."""
     masks = {k: f.runs(t, p, zero, schedule, sp, recompute, offload, kv_heads, cp, ep, fp8, moe)
              for k, f in TABLE.items()}
-    rows = np.stack([masks[k] for k in TABLE], axis=1) if masks else np.zeros((0, 0), bool)
+    shape = np.broadcast(*masks.values()).shape if masks else (0,)
+    code = np.zeros(shape, dtype=np.int64)  # bit k: framework k runs it
+    for k, name in enumerate(TABLE):
+        code |= np.broadcast_to(masks[name], shape).astype(np.int64) << k
     names = tuple(TABLE)
-    cache: dict[bytes, tuple[str, ...]] = {}
-    out = []
-    for row in rows:
-        key = row.tobytes()
-        if key not in cache:
-            cache[key] = tuple(n for n, ok in zip(names, row, strict=True) if ok)
-        out.append(cache[key])
-    return out
+    sets = {c: tuple(n for k, n in enumerate(names) if c >> k & 1) for c in set(code.ravel().tolist())}
+    return [sets[c] for c in code.ravel().tolist()]

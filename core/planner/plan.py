@@ -154,7 +154,7 @@ def plan(q: PlannerParams) -> PlanResult:
     })
     frame = frame[list(COLUMNS)]
     frame = _rank(pd.concat([frame, outside], ignore_index=True) if len(outside) else frame)
-    if any("simulation budget" in r for r in refused):
+    if any("simulation budget" in r for r in set(refused.tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)

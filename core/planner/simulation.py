@@ -113,7 +113,10 @@ def simulated_costs(schedule, tf, tb, tw, first, last, p) -> dict[str, np.ndarra
     """The costs a candidate is simulated with, relative to its t_f: t_b / t_f and t_w / t_f (t_w folded into t_b
     where the schedule does not split the backward) and the first and last stage's cost factors, each rounded to
     RATIO_STEP / FACTOR_STEP (the factors to 1 when p = 1). The Pipeline page link carries exactly these."""
-    split = np.vectorize(lambda name: REGISTRY[name].split_backward, otypes=[bool])(np.asarray(schedule))
+    names = np.asarray(schedule)
+    split = np.zeros(names.shape, dtype=bool)
+    for name in set(names.ravel().tolist()):  # a handful of schedules over many candidates
+        split[names == name] = REGISTRY[name].split_backward
     step = np.where(split, RATIO_STEP[True], RATIO_STEP[False])
     tf = np.maximum(np.asarray(tf, dtype=float), 1e-30)
     b = np.where(split, tb, np.asarray(tb) + np.asarray(tw)) / tf
