@@ -138,7 +138,7 @@ def plan(q: PlannerParams) -> PlanResult:
     reasons = checks.reasons(c, model, gpu)
     feasible = np.array([not r for r in reasons], dtype=bool)
 
-    frame = pd.DataFrame({
+    frame = _ranked_frame({
         "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "cp": c["cp"], "ep": c["ep"], "etp": c["etp"],
         "micro_batch_size": c["b"], "m": c["m"], "expert_state_bytes": ex["expert_state_bytes"],
         "schedule": c["schedule_name"], "v": c["v"], "zero_stage": c["zero"], "recompute": c["recompute_name"],
@@ -151,13 +151,37 @@ def plan(q: PlannerParams) -> PlanResult:
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
         "feasible": feasible, "reasons": reasons, "warnings": warnings(c, model), "frameworks": c["frameworks"],
-    })
-    frame = frame[list(COLUMNS)]
-    frame = _rank(pd.concat([frame, outside], ignore_index=True) if len(outside) else frame)
+    }, n, outside)
     if any("simulation budget" in r for r in set(refused.tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
+
+
+def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame) -> pd.DataFrame:
+    """The candidates' columns (arrays of n, or scalars) and the excluded rows as one ranked frame (`_rank`'s order),
+    sorted as arrays and built once: the same frame as building, concatenating and sorting it in pandas."""
+    def column(v) -> np.ndarray:
+        if isinstance(v, list):  # tuples per candidate (reasons, warnings): an object array of them
+            return np.fromiter(v, dtype=object, count=n)
+        return np.broadcast_to(v, (n,)) if np.ndim(v) == 0 else v
+
+    arrays = {k: column(columns[k]) for k in COLUMNS}
+    kept = set()  # object columns pandas would keep as object after concatenating the excluded rows
+    if len(outside):
+        kept = {k for k in COLUMNS if outside[k].dtype == object}
+        arrays = {k: np.concatenate([pd.Series(v).to_numpy(dtype=object) if k in kept else v,
+                                     outside[k].to_numpy()]) for k, v in arrays.items()}
+    reasons = arrays["reasons"]
+    order = np.lexsort((arrays["p"], arrays["t"], -np.nan_to_num(arrays["headroom_bytes"], nan=-np.inf),
+                        np.nan_to_num(arrays["step_time_s"], nan=np.inf),
+                        np.fromiter((len(r) for r in reasons), dtype=np.int64, count=len(reasons)),
+                        ~arrays["feasible"].astype(bool)))
+    frame = pd.DataFrame({k: pd.Series(v[order], dtype=object) if k in kept else np.asarray(v)[order]
+                          for k, v in arrays.items()})
+    count = int(frame["feasible"].sum())
+    frame.loc[: count - 1, "rank"] = np.arange(1, count + 1, dtype=float) if count else []
+    return frame
 
 
 def _rank(frame: pd.DataFrame) -> pd.DataFrame:
