@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     st_config.set_option("client.showErrorDetails", "full", "tests/conftest.py")
     import ui.layout
 
-    ui.layout.FIRST_PAINT_S = 0.0  # AppTest runs need no pause for a browser's first paint
+    ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
 
 
 def shared_link(at) -> str:
