@@ -42,6 +42,15 @@ def torchrun(script: Path, nproc: int, *args: str, cwd: Path | None = None, time
 
 
 def reports(stdout: str, prefix: str = "model-state bytes ") -> list[dict]:
-    """The JSON lines an exported script prints, one per rank, ordered by rank."""
-    rows = [json.loads(line[len(prefix):]) for line in stdout.splitlines() if line.startswith(prefix)]
+    """The JSON reports an exported script prints, one per rank, ordered by rank.
+
+    Every report is read wherever it starts, not only at a line's start: ranks share one stdout, so a
+    line from one can land in the middle of another's (the scripts write a line in one call, but torchrun
+    or another library may still print between them).
+    """
+    decoder, rows, at = json.JSONDecoder(), [], stdout.find(prefix)
+    while at >= 0:
+        row, end = decoder.raw_decode(stdout, at + len(prefix))
+        rows.append(row)
+        at = stdout.find(prefix, end)
     return sorted(rows, key=lambda r: r["rank"])

@@ -179,8 +179,9 @@ def _header(layout: Layout, words: list[str]) -> list[str]:
 
 def _imports(layout: Layout) -> list[str]:
     z, t, p = layout.zero_stage, layout.t, layout.p
-    out = ["import json", "import os", "", "import torch", "import torch.distributed as dist", "import torch.nn as nn",
-           "import torch.nn.functional as F", "from torch.distributed.device_mesh import init_device_mesh"]
+    out = ["import json", "import os", "import sys", "", "import torch", "import torch.distributed as dist",
+           "import torch.nn as nn", "import torch.nn.functional as F",
+           "from torch.distributed.device_mesh import init_device_mesh"]
     if z >= 2:
         names = ("CPUOffloadPolicy, " if layout.offload != "none" else "") + "MixedPrecisionPolicy, fully_shard"
         out.append(f"from torch.distributed.fsdp import {names}")
@@ -339,7 +340,9 @@ def _main(layout: Layout) -> list[str]:
         "              \"optimizer_bytes\": local_bytes([s for st in state.values() for s in st.values()",
         "                                               if torch.is_tensor(s) and s.dim() > 0]),",
         "              \"loss\": float(torch.stack(losses).mean()) if losses else None}",
-        "    print(\"model-state bytes \" + json.dumps(report), flush=True)",
+        "    # one write per line: print() writes the text and its newline apart, and ranks share the same stdout",
+        "    sys.stdout.write(\"model-state bytes \" + json.dumps(report) + \"\\n\")",
+        "    sys.stdout.flush()",
         "    optimizer.zero_grad()",
         "    dist.destroy_process_group()",
         "",
