@@ -39,7 +39,7 @@ M, V, WIDTH, MICRO = 8, 2, 16, 2
 OP_MS = {"F": 20.0, "B": 40.0, "I": 20.0, "W": 20.0}  # per operation (one chunk), as the issue suggests
 # Timed steps per schedule: delays only ever add (a loaded machine wakes a sleeper late now and then), so the
 # fastest of a few steps is the estimate; stop early once one is within GOOD of the simulated makespan.
-REPEATS, GOOD = 5, 1.10
+REPEATS, GOOD = 8, 1.10
 
 
 def chunks(name: str) -> int:
