@@ -48,3 +48,27 @@ def test_a_split_finer_than_the_model_names_the_typed_t_p_and_params():
         build(ZeroParams(params=1, t=1024, p=16384, nd=1, gpus=0))
     message = str(exc.value)
     assert "t x p = 1,024 x 16,384" in message and "Psi = 1 " in message and "e-08" not in message
+
+
+def _page_inputs(**changes):
+    """The ZeRO page's inputs at their defaults (by URL key), with `changes`."""
+    from core.params import zero_page as zp
+    from core.params.memory import ZERO
+
+    v = {k: s.default for k, s in {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.ACT}.items()}
+    return {**v, **changes}
+
+
+def test_a_named_model_brings_its_largest_module_to_deepspeeds_zero3_estimate():
+    from core.views.zero import from_inputs
+
+    # DeepSpeed's model_to_params: the most parameters one module owns. Llama 3 70B: the embedding,
+    # 128,256 x 8,192 = 1,050,673,152 (> one MLP matrix, 8,192 x 28,672); Megatron-LM 1T: one MLP matrix,
+    # 25,600 x 102,400 = 2,621,440,000 (> its embedding, 51,200 x 25,600).
+    for model, largest in (("llama3-70b", 1_050_673_152), ("megatron-1t", 2_621_440_000)):
+        q, shape, act = from_inputs(_page_inputs(model=model, stage="3", offload="optimizer+params", deepspeed=True))
+        assert q.largest_layer == largest
+        ds = zero_view(q, shape, act).report.as_json()["zero3"]
+        assert ds["deepspeed_gpu"] == 4 * largest  # stage 3, parameters offloaded: 4 bytes x the largest layer
+    typed, _, _ = from_inputs(_page_inputs(model="llama3-70b", largest_layer=5))
+    assert typed.largest_layer == 5  # a typed value wins

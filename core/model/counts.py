@@ -133,3 +133,17 @@ def largest_layer_params(model):
         return dense
     expert = mlp_params(h, moe.expert_ffn or f, model.swiglu)
     return max(dense, attention_params(model, with_bias=False) + (moe.experts + moe.shared) * expert + h * moe.experts)
+
+
+def largest_module_params(model) -> int:
+    """DeepSpeed's "largest layer": the most parameters one module owns itself (not its children).
+
+    DeepSpeed's estimator (`model_to_params`, runtime/zero/stage3.py) takes the maximum over
+    `model.modules()` of each module's own parameters. In a PyTorch module tree of these models that is one
+    matrix: the embedding (or untied output) V x h, or one MLP projection h x f (an expert's for MoE) when it
+    is wider, as in Megatron-LM's 1T (f = 102,400 > V = 51,200). Unfused projections, as most PyTorch
+    models (Hugging Face) define them; a framework that fuses SwiGLU's gate and up matrices holds 2 h f.
+    """
+    moe = getattr(model, "moe", None)
+    ffn = max(model.ffn, moe.expert_ffn or model.ffn) if moe else model.ffn
+    return int(max(model.vocab * model.hidden, model.hidden * ffn))

@@ -84,7 +84,8 @@ ZERO = table(
               "the same experts."),
     Spec("largest_layer", "int", 0, 0, MAX_PSI, label="Largest layer", unit="parameters",
          help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
-              "so does ZeRO-Infinity when the parameters are offloaded."),
+              "so does ZeRO-Infinity when the parameters are offloaded. 0 on the ZeRO page with a named model: "
+              "that model's (its embedding V x h, or one MLP matrix h x f when wider)."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",

@@ -235,13 +235,15 @@ class ActInputs:
 def from_inputs(v: Mapping[str, Any]) -> tuple[ZeroParams, Shape, ActInputs | None]:
     """The ZeRO page's inputs (by URL key, as core.params.zero_page names them) as core's parameters.
 
-    A named model sets Psi and the shape, a named GPU its memory, GPUs per node and bandwidth; "custom" takes
-    the typed values. Raises InputError for a combination ZeroParams refuses.
+    A named model sets Psi, the shape and (unless typed) the largest module, a named GPU its memory, GPUs per
+    node and bandwidth; "custom" takes the typed values. Raises InputError for a combination ZeroParams refuses.
     """
     zero = {k: v[k] for k in ZERO if k in v}
     if v["model"] != "custom":
         zero["params"] = preset_params(v["model"])
         zero["expert_params"] = preset_expert_params(v["model"])
+        if not zero.get("largest_layer"):  # 0: not given; a named model knows its largest module
+            zero["largest_layer"] = counts.largest_module_params(presets.model(v["model"]))
         shape = preset_shape(v["model"])
     else:
         shape = Shape(**{k: v[k] for k in zero_page.CUSTOM})
