@@ -72,3 +72,12 @@ def test_a_named_model_brings_its_largest_module_to_deepspeeds_zero3_estimate():
         assert ds["deepspeed_gpu"] == 4 * largest  # stage 3, parameters offloaded: 4 bytes x the largest layer
     typed, _, _ = from_inputs(_page_inputs(model="llama3-70b", largest_layer=5))
     assert typed.largest_layer == 5  # a typed value wins
+
+
+def test_dualpipe_activations_come_with_a_note_that_its_model_states_are_doubled():
+    act = ActInputs(mb=1, sequence_parallel=True, recompute="selective", schedule="dualpipe", m=16, v=2)
+    view = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), preset_shape("gpt3-175b"), act)
+    assert any("two stages' parameters" in n for n in view.notes)
+    v_shape = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), preset_shape("gpt3-175b"),
+                        ActInputs(**{**act.__dict__, "schedule": "dualpipev"}))
+    assert not any("two stages" in n for n in v_shape.notes)

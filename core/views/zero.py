@@ -333,6 +333,10 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
         except InputError as exc:
             notes.append(str(exc))
     acts = info.report["peak"] if info else 0.0
+    if act is not None and act.schedule == "dualpipe":
+        notes.append("DualPipe runs the pipeline in both directions, so every device holds two stages' parameters, "
+                     "gradients and optimizer state: twice the model states drawn here (they assume one stage per "
+                     "device, as DualPipeV and every other schedule do).")
     layer = per_rank_layer(q)
     bars = []
     for s, key in enumerate(memory.STAGE_KEYS):
