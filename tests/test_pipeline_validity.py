@@ -11,7 +11,7 @@ import pytest
 from core.errors import InputError
 from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.schedules.ir import Schedule, chain, loop_stage_map, ops
-from core.pipeline.simulate import Costs, run
+from core.pipeline.simulate import Costs, run, run_shapes
 
 GRID = [(p, m, v) for p, m, v in itertools.product((1, 2, 3, 4, 8), (1, 2, 4, 8, 12, 16), (2, 3))]
 
@@ -92,6 +92,28 @@ def test_deadlock_is_detected_and_names_the_stuck_ops():
     s = _two_devices(chain(ops(B, [0]), ops(F, [0])), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match=r"deadlock.*device 0 B0 .*waits for device 1 B0"):
         run(s, Costs())
+
+
+def test_schedules_run_together_time_exactly_as_alone():
+    """run_shapes moves several schedules and cost sets in the same rounds: every start time is bit for bit what
+    run gives for that schedule and cost set alone (each slot's numbers come from its own entries)."""
+    shapes = [build("1f1b", 4, 8), build("interleaved", 4, 8, 2), build("zb-h1", 8, 16), build("1f1b", 1, 3),
+              build("zbv", 4, 8), build("dualpipev", 4, 8), build("gpipe", 2, 5, recompute=True)]
+    costs = [Costs(1.0, 2.0, 0.0, 0.0, (1.3, 1.0, 1.0, 1.1)), Costs(1.0, 1.5, 0.7, 0.1),
+             Costs(0.5, 1.25, 0.25, 0.0, (1.0,) * 7 + (1.6,))]
+    jobs = [(s, costs[: 1 + i % 3], None) for i, s in enumerate(shapes)]
+    for (s, cs, _), got in zip(jobs, run_shapes(jobs), strict=True):
+        assert len(got) == len(cs)
+        for k, tl in zip(cs, got, strict=True):
+            alone = run(s, k)
+            assert np.array_equal(tl.start, alone.start) and np.array_equal(tl.end, alone.end)
+
+
+def test_a_deadlock_among_other_schedules_names_its_own_ops():
+    from core.pipeline.schedules.ir import B, F
+    stuck = _two_devices(chain(ops(B, [0]), ops(F, [0])), chain(ops(F, [0]), ops(B, [0])))
+    with pytest.raises(InputError, match=r"deadlock.*device 0 B0 .*waits for device 1 B0"):
+        run_shapes([(build("1f1b", 4, 8), [Costs(), Costs(tb=3.0)], None), (stuck, [Costs(), Costs(tb=1.0)], None)])
 
 
 def test_malformed_schedules_are_refused():

@@ -191,51 +191,85 @@ def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline
 def run_many(s: Schedule, costs: Sequence[Costs], compiled: Compiled | None = None) -> list[Timeline]:
     """Simulate `s` once per entry of `costs`, in the same rounds (each timeline exactly as `run` gives it): a
     caller asking one schedule with many cost ratios pays for the rounds about once."""
-    c = compiled or compile_schedule(s)
-    per_pass = max(1, _ELEMENTS_PER_PASS // c.kind.size)
-    return [tl for lo in range(0, len(costs), per_pass) for tl in _run_together(s, c, costs[lo:lo + per_pass])]
+    return run_shapes([(s, costs, compiled)])[0]
 
 
-def _run_together(s: Schedule, c: Compiled, costs: Sequence[Costs]) -> list[Timeline]:
-    tables = [(k.kind_durations(s.stages_per_device)[:, None] * k.factors(s.num_stages)[None, :]).ravel()
-              for k in costs]
-    dur = np.stack(tables)[:, c.cost_class]
-    if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
-        idx = np.flatnonzero(c.fused)
-        dur[:, idx + 1] += dur[:, idx]
-        dur[:, idx] = 0.0
-    start = _schedule_runs(c, dur, np.array([k.tcomm for k in costs], dtype=float))
-    return [Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs)]
+def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]]) -> list[list[Timeline]]:
+    """`run_many` for several schedules at once: every (schedule, cost sets) job moves in the same rounds, so the
+    rounds are paid about once for the longest schedule rather than once per schedule (the planner asks dozens of
+    shapes per plan). Each timeline is exactly what `run` gives for its schedule and costs."""
+    compiled = [c or compile_schedule(s) for s, _, c in jobs]
+    pieces, passes, size = [], [], 0  # (job, first cost set, last) pieces, packed into passes of bounded size
+    for j, ((_, costs, _), c) in enumerate(zip(jobs, compiled, strict=True)):
+        per_pass = max(1, _ELEMENTS_PER_PASS // c.kind.size)
+        for lo in range(0, len(costs), per_pass):
+            hi = min(lo + per_pass, len(costs))
+            if pieces and size + (hi - lo) * c.kind.size > _ELEMENTS_PER_PASS:
+                passes.append(pieces)
+                pieces, size = [], 0
+            pieces.append((j, lo, hi))
+            size += (hi - lo) * c.kind.size
+    if pieces:
+        passes.append(pieces)
+    out: list[list[Timeline]] = [[] for _ in jobs]
+    for pieces in passes:
+        parts = []
+        for j, lo, hi in pieces:
+            s, c, costs = jobs[j][0], compiled[j], jobs[j][1][lo:hi]
+            tables = [(k.kind_durations(s.stages_per_device)[:, None] * k.factors(s.num_stages)[None, :]).ravel()
+                      for k in costs]
+            dur = np.stack(tables)[:, c.cost_class]
+            if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
+                idx = np.flatnonzero(c.fused)
+                dur[:, idx + 1] += dur[:, idx]
+                dur[:, idx] = 0.0
+            parts.append((c, dur, np.array([k.tcomm for k in costs], dtype=float)))
+        for (j, lo, hi), (c, dur, _), start in zip(pieces, parts, _schedule_runs(parts), strict=True):
+            s, costs = jobs[j][0], jobs[j][1][lo:hi]
+            out[j] += [Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs)]
+    return out
 
 
-def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: np.ndarray) -> np.ndarray:
-    """Start times of every op, one row per row of `dur` (one cost set each). The rows are laid end to end in
-    one flat array of slots, so one round moves every device of every cost set; each row's numbers come from
-    its own entries only (the same float operations as one row alone)."""
-    K, S = dur.shape[0], c.num_slots
-    N = S + 2  # a row's slots, then its READY and NEVER
-    # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
-    cum = np.cumsum(dur, axis=1)
-    base = cum[:, c.lead_idx] - dur[:, c.lead_idx]  # cumulative duration before each run
-    rdur = np.zeros((K, N))
-    rdur[:, c.slot] = np.diff(base, append=cum[:, -1:], axis=1)  # each run's length
-    dep_add = np.zeros((K, N))
-    dep_add[:, c.waiting_slot] = (cum[:, c.input_op] - base[:, c.input_run]
-                                  + tcomm[:, None])  # input ready this long after its run starts
-    shift = np.arange(K)[:, None] * N
-    dep_slot = np.zeros((K, N), dtype=np.int64)
-    dep_slot[:, :S] = c.dep_slot[None, :] + shift
-    dep_slot, rdur, dep_add = dep_slot.ravel(), rdur.ravel(), dep_add.ravel()
-
-    p = c.p
-    val = np.full((K, N), np.nan)  # start time of each run; NaN until computed
-    val[:, S] = 0.0  # READY
-    val = val.ravel()
-    ptr = (c.slot[c.leader[c.seg]][None, :] + shift).ravel()
-    free = np.zeros(K * p)
-    fmax, maximum = np.fmax, np.maximum
-    stops = int(c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]].sum()) + p  # one row: all at stop slots
-    goal, last = K * stops + p * int(shift.sum()), -1
+def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """Start times of every op of each part (a compiled schedule, `dur` with one row per cost set, each row's
+    t_comm), one row per row of `dur`. The slots of every part sit in one flat array (a slot's K cost sets next to
+    each other: they are read in the same rounds), so one round moves every device of every cost set of every
+    schedule; each row's numbers come from its own entries only (the same float operations as one row alone). A
+    device at its stop slot leaves the rounds."""
+    rdurs, dep_adds, dep_slots, vals, ptrs, stops, steps, layout = [], [], [], [], [], [], [], []
+    offset = 0
+    for c, dur, tcomm in parts:
+        K, S = dur.shape[0], c.num_slots
+        N = S + 2  # a row's slots, then its READY and NEVER
+        # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
+        cum = np.cumsum(dur, axis=1)
+        base = cum[:, c.lead_idx] - dur[:, c.lead_idx]  # cumulative duration before each run
+        rdur = np.zeros((K, N))
+        rdur[:, c.slot] = np.diff(base, append=cum[:, -1:], axis=1)  # each run's length
+        dep_add = np.zeros((K, N))
+        dep_add[:, c.waiting_slot] = (cum[:, c.input_op] - base[:, c.input_run]
+                                      + tcomm[:, None])  # input ready this long after its run starts
+        row = np.arange(K)[:, None] + offset  # slot x of row k sits at offset + x K + k
+        dep_slot = np.full((N, K), offset, dtype=np.int64)
+        dep_slot[:S] = c.dep_slot[:, None] * K + row.T
+        val = np.full((N, K), np.nan)  # start time of each run; NaN until computed
+        val[S] = 0.0  # READY
+        last_run = c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]]
+        rdurs.append(rdur.T.ravel())
+        dep_adds.append(dep_add.T.ravel())
+        dep_slots.append(dep_slot.ravel())
+        vals.append(val.ravel())
+        ptrs.append((c.slot[c.leader[c.seg]][None, :] * K + row).ravel())
+        stops.append(((last_run[None, :] + 1) * K + row).ravel())  # each device's stop slot
+        steps.append(np.full(K * c.p, K))
+        layout.append((offset, K, N, cum, dur, base))
+        offset += K * N
+    rdur, dep_add, dep_slot, val = (np.concatenate(x) for x in (rdurs, dep_adds, dep_slots, vals))
+    ptr, stop, step = np.concatenate(ptrs), np.concatenate(stops), np.concatenate(steps)
+    free = np.zeros(ptr.size)
+    entry = np.arange(ptr.size)  # each pointer's place among all devices (to name a deadlock)
+    fmax, maximum, add = np.fmax, np.maximum, np.add
+    last = ptr.copy()
     while True:
         for _ in range(_ROUNDS_PER_CHECK):  # a round costs ~3 us: keep it to a handful of numpy calls
             de = val[dep_slot[ptr]]
@@ -245,16 +279,33 @@ def _schedule_runs(c: Compiled, dur: np.ndarray, tcomm: np.ndarray) -> np.ndarra
             rd = rdur[ptr]
             rd += st
             fmax(free, rd, out=free)
-            ptr += st == st
-        moved = int(ptr.sum())
-        if moved == goal:
+            add(ptr, step, out=ptr, where=st == st)
+        done = ptr == stop
+        if done.all():
             break
-        if moved == last:
-            _raise_deadlock(c, ptr[:p])
-        last = moved
-    offset = cum - dur
-    offset -= base[:, c.leader]
-    return val.reshape(K, N)[:, c.op_slot] + offset
+        if np.array_equal(ptr, last):
+            _raise_deadlock_in(parts, layout, np.concatenate(stops), entry, ptr)
+        if done.any():  # devices that finished leave the rounds (nothing waits on their pointer)
+            keep = ~done
+            ptr, stop, step, free, entry = ptr[keep], stop[keep], step[keep], free[keep], entry[keep]
+        last = ptr.copy()
+    out = []
+    for (c, _, _), (offset, K, N, cum, dur, base) in zip(parts, layout, strict=True):
+        within = cum - dur
+        within -= base[:, c.leader]
+        out.append(val[offset:offset + K * N].reshape(N, K).T[:, c.op_slot] + within)
+    return out
+
+
+def _raise_deadlock_in(parts, layout, stop, entry, ptr) -> None:
+    """Name the stuck operations of the first schedule that cannot finish (its first cost set's devices)."""
+    full = stop.copy()  # devices no longer in the rounds sit at their stop slot
+    full[entry] = ptr
+    at = 0
+    for (c, _, _), (offset, K, _, _, _, _) in zip(parts, layout, strict=True):
+        if (full[at:at + K * c.p] != stop[at:at + K * c.p]).any():
+            _raise_deadlock(c, (full[at:at + c.p] - offset) // K)
+        at += K * c.p
 
 
 def _raise_deadlock(c: Compiled, ptr) -> None:

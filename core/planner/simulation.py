@@ -16,7 +16,7 @@ from core.params.pipeline import MAX_OPS, PIPELINE
 from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
-from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_many
+from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
@@ -69,13 +69,14 @@ def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float 
 
 
 def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
-    """`simulated` for each key, cached: the keys of one (schedule, p, m, v) share one core.pipeline.simulate.run_many
-    (their rounds run together), and the micro-batches in flight, which the schedule's order alone sets, are
-    counted once per schedule."""
+    """`simulated` for each key, cached: all keys run in one core.pipeline.simulate.run_shapes (the rounds of every
+    (schedule, p, m, v) shape and its cost sets run together), and the micro-batches in flight, which the schedule's
+    order alone sets, are counted once per schedule."""
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key[:4], []).append(i)
     results: list = [None] * len(keys)
+    jobs, shapes = [], []
     for (schedule, p, m, v), members in groups.items():
         structure = schedule_structure(schedule, p, m, v)
         if isinstance(structure, str):
@@ -90,9 +91,10 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
             factors[0] *= first
             factors[-1] *= last
             costs.append(Costs(1.0, tb, tw, 0.0, tuple(factors)))
-        timelines = run_many(sched, costs, compiled)
+        jobs.append((sched, costs, compiled))
+        shapes.append((members, 0 if v_shape else p - 1, v_shape))
+    for (members, last_device, v_shape), timelines in zip(shapes, run_shapes(jobs), strict=True):
         inflight = timelines[0].peak_inflight
-        last_device = 0 if v_shape else p - 1
         for i, tl in zip(members, timelines, strict=True):
             results[i] = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()),
                           float(inflight[0]), float(inflight[last_device]), float(v_shape))
