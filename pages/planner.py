@@ -8,7 +8,7 @@ from core.params.planner import ASSUMPTIONS, GPU_KEYS, MODEL_KEYS, PLAN, SEARCH,
 from core.units import fmt_bytes
 from ui import cache_planner as cp
 from ui import figures_planner as fp
-from ui.layout import first_paint, page_header
+from ui.layout import first_paint, is_presentation, page_header
 from ui.links import copy_link_box, link_to_page
 from ui.url_state import sync_url
 from ui.widgets import confirm, peek, show_notices, spec_input
@@ -98,8 +98,8 @@ if best is not None:
 
 # --- chart and table -------------------------------------------------------------------------------------
 metric = spec_input(VIEW["y"], widget="radio", horizontal=True)
-st.plotly_chart(fp.tradeoff(view.points, metric, view.gpu_mem_bytes, view.usable_bytes), key="planner_chart")
-st.plotly_chart(fp.breakdown(view.top_feasible if view.feasible else view.top), key="planner_breakdown")
+st.plotly_chart(cp.tradeoff_figure(q, metric, is_presentation()), key="planner_chart")
+st.plotly_chart(cp.breakdown_figure(q, is_presentation()), key="planner_breakdown")
 cols = st.columns([2, 2, 3])
 only = spec_input(VIEW["feasible_only"], container=cols[0])
 rows = spec_input(VIEW["rows"], container=cols[1])

@@ -30,6 +30,7 @@ from core.planner.exports import Export, export_all
 from core.planner.rank_memory import embedding_params
 from core.planner.recommend import Recommendation, recommend
 from core.planner.simulation import simulated_costs
+from ui import figures_planner as fp
 from ui.cache import cached
 from ui.links import page_link_with_params
 
@@ -107,6 +108,28 @@ def plan_view(q: PlannerParams) -> PlanView:
         top_feasible=frame[frame["feasible"]].head(TOP_ROWS).copy(), points=_points(frame),
         recommendation=rec, exports=exports, notes=result.notes, zero_link_base=_zero_base(result),
     )
+
+
+def tradeoff_figure(q: PlannerParams, y: str, presentation: bool) -> fp.Built:
+    """ui.figures_planner.tradeoff of the plan's chart points, built once per plan, metric and mode."""
+    return fp.Built(_tradeoff_spec(q, y, presentation))
+
+
+def breakdown_figure(q: PlannerParams, presentation: bool) -> fp.Built:
+    """ui.figures_planner.breakdown of the first feasible candidates (or the first candidates when none is)."""
+    return fp.Built(_breakdown_spec(q, presentation))
+
+
+@cached(max_entries=32)
+def _tradeoff_spec(q: PlannerParams, y: str, presentation: bool) -> dict:
+    view = plan_view(q)
+    return fp.tradeoff(view.points, y, view.gpu_mem_bytes, view.usable_bytes, presentation).to_dict()
+
+
+@cached(max_entries=32)
+def _breakdown_spec(q: PlannerParams, presentation: bool) -> dict:
+    view = plan_view(q)
+    return fp.breakdown(view.top_feasible if view.feasible else view.top, presentation=presentation).to_dict()
 
 
 @cached(max_entries=32)

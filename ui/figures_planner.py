@@ -65,10 +65,25 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
     return out, config
 
 
-def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: float) -> go.Figure:
+class Built(go.Figure):
+    """A figure already built and validated, held as its dict (ui.cache_planner caches these): st.plotly_chart
+    serialises a figure through to_dict(), so the dict goes out as it is, without Plotly validating every property
+    of it again on each rerun (that took longer than the rest of a Planner rerun)."""
+
+    def __init__(self, spec: dict):
+        super().__init__()
+        self._spec = spec  # Plotly figures accept new attributes only with a leading underscore
+
+    def to_dict(self) -> dict:
+        return self._spec
+
+
+def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: float,
+             presentation: bool | None = None) -> go.Figure:
     """Step time (y = "time") or MFU (y = "mfu") against memory per GPU; infeasible grey, the recommended marked."""
     metric = {"time": "step_time_s", "mfu": "mfu"}[y]
-    size = 22 if is_presentation() else 14
+    presentation = is_presentation() if presentation is None else presentation
+    size = 22 if presentation else 14
     y_title = "Step time [s]" if metric == "step_time_s" else "MFU [%]"
     fig = go.Figure()
     for feasible, name, color in ((False, "infeasible", INFEASIBLE), (True, "feasible", FEASIBLE)):
@@ -91,7 +106,7 @@ def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: f
                       annotation_position=where, annotation_font_size=size)
     gpu_gb = float(units.to_gb(gpu_mem_bytes))
     fig.update_layout(
-        font={"size": size}, height=int(460 * (1.25 if is_presentation() else 1.0)), margin={"t": 40, "b": 10},
+        font={"size": size}, height=int(460 * (1.25 if presentation else 1.0)), margin={"t": 40, "b": 10},
         xaxis={"title": f"Memory per GPU [GB, 1e9 bytes]; beyond {X_SPAN:g} x the GPU off the chart",
                "range": [0, X_SPAN * gpu_gb]},
         yaxis={"title": y_title},
@@ -100,14 +115,15 @@ def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: f
     return fig
 
 
-def breakdown(frame: pd.DataFrame, rows: int = 10) -> go.Figure:
+def breakdown(frame: pd.DataFrame, rows: int = 10, presentation: bool | None = None) -> go.Figure:
     """Where each of the first `rows` candidates' step goes: one horizontal bar per candidate, stacked by component
     (core.cost.step_time.BREAKDOWN; the parts add up to the step time)."""
     part = frame[frame["step_time_s"].notna()].head(rows).iloc[::-1]
     labels = [f"#{r['rank']:.0f} {r['t']}x{r['p']}x{r['d']} b{r['micro_batch_size']} Z{r['zero_stage']} "
               f"{r['recompute']}" if r["rank"] == r["rank"] else f"{r['t']}x{r['p']}x{r['d']} (infeasible)"
               for r in part.to_dict("records")]
-    size = 22 if is_presentation() else 14
+    presentation = is_presentation() if presentation is None else presentation
+    size = 22 if presentation else 14
     fig = go.Figure()
     for key, color in PARTS.items():
         values = part[COLUMN[key]]
@@ -116,7 +132,7 @@ def breakdown(frame: pd.DataFrame, rows: int = 10) -> go.Figure:
         fig.add_trace(go.Bar(y=labels, x=values, name=LABELS[key], orientation="h", marker={"color": color},
                              hovertemplate=f"{LABELS[key]}: %{{x:.3g}} s<extra></extra>"))
     fig.update_layout(
-        barmode="stack", font={"size": size}, height=int((120 + 34 * len(part)) * (1.25 if is_presentation() else 1.0)),
+        barmode="stack", font={"size": size}, height=int((120 + 34 * len(part)) * (1.25 if presentation else 1.0)),
         margin={"t": 40, "b": 10}, xaxis={"title": "Seconds per step (the parts add up to the step time)"},
         legend={"orientation": "h", "y": -0.25}, title={"text": "Where the step goes: the busiest device's operations, "
                                                                  "its bubble, then what runs after the pipeline"},
