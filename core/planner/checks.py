@@ -37,24 +37,28 @@ class Checks:
     too_deep: np.ndarray
     rules: tuple = ()  # core.planner.cp_ep_rules.violations: (name, mask, reason) for cp and ep
 
-    def reasons(self, c: dict, model, gpu) -> list[tuple[str, ...]]:
-        """Why each candidate is infeasible (an empty tuple when it is feasible); each reason starts with a tag."""
+    def reasons(self, c: dict, model, gpu) -> tuple[np.ndarray, np.ndarray]:
+        """Why each candidate is infeasible (an empty tuple when it is feasible), as an object array of tuples, and
+        how many reasons each has; each reason starts with a tag."""
         n = c["t"].size
-        found: list[tuple[np.ndarray, list[str]]] = []  # (candidates, their texts) per check, in order
+        found: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (candidates, text of each, texts) per check
 
-        def add(mask, text, *keys) -> None:
+        def add(mask, text, *keys, texts_of=None) -> None:
             """text(i) for every candidate i in `mask`; with `keys` (the integer columns the text depends on),
-            once per distinct combination of them, shared by every candidate that has it."""
+            once per distinct combination of them, shared by every candidate that has it (`texts_of(rows)`: the
+            texts of several candidates at once)."""
             idx = np.flatnonzero(mask)
             if not idx.size:
                 return
             if keys:
                 _, first, inverse = distinct([np.broadcast_to(k, (n,))[idx] for k in keys])
-                texts = [text(i) for i in idx[first].tolist()]
-                found.append((idx, [texts[j] for j in inverse.tolist()]))
-            else:
-                found.append((idx, [text(i) for i in idx.tolist()]))
-
+                rows = idx[first]
+                found.append((idx, inverse, texts_of(rows) if texts_of else [text(i) for i in rows.tolist()]))
+            else:  # a text per candidate, many of them the same (the same GB on every row of a layout)
+                ids: dict[str, int] = {}
+                which = np.fromiter((ids.setdefault(text(i), len(ids)) for i in idx.tolist()), dtype=np.int64,
+                                    count=idx.size)
+                found.append((idx, which, list(ids)))
         B, d, b, m, p = self.batch, c["d"], c["b"], c["m"], c["p"]
         ok = self.batch_ok
         add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas", d)
@@ -79,8 +83,9 @@ class Checks:
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked")
         nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
-        add(nobody, lambda i: "no framework runs it: " + _refusals(c, i, model),
-            *(c[k] for k in ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "fp8")))
+        setting = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "fp8")
+        add(nobody, None, *(c[k] for k in setting),
+            texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
             c["t"])
         add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers",
@@ -90,28 +95,46 @@ class Checks:
                    "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
             add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}",
                 *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
-        if not found:
-            return [()] * n
-        # Every (candidate, text) pair, grouped by candidate in check order; one tuple per candidate with reasons.
-        who = np.concatenate([idx for idx, _ in found])
-        order = np.argsort(who, kind="stable")
-        texts = [t for _, ts in found for t in ts]
-        texts = [texts[j] for j in order.tolist()]
-        who = who[order]
-        starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]).tolist()
-        out: list[tuple[str, ...]] = [()] * n
-        for i, lo, hi in zip(who[starts].tolist(), starts, starts[1:] + [len(texts)], strict=True):
-            out[i] = tuple(texts[lo:hi])
-        return out
+        return _per_candidate(n, found)
 
 
-def _refusals(c: dict, i: int, model) -> str:
-    """The first reason each framework gives for not running candidate i."""
-    args = (int(c["t"][i]), int(c["p"][i]), int(c["zero"][i]), str(c["schedule_name"][i]), bool(c["sp"][i]),
-            str(c["recompute_name"][i]), str(c["offload_name"][i]))
-    more = (("kv_heads", model.kv_heads), ("cp", int(c["cp"][i])), ("ep", int(c["ep"][i])),
-            ("fp8", bool(c["fp8"][i])), ("moe", model.is_moe or model.mla is not None))
-    return _refusal_text(args, more)
+def _refusals(c: dict, rows: np.ndarray, model) -> list[str]:
+    """The first reason each framework gives for not running each candidate of `rows`."""
+    cols = [c[k][rows].tolist() for k in ("t", "p", "zero", "schedule_name", "sp", "recompute_name", "offload_name",
+                                          "cp", "ep", "fp8")]
+    moe = model.is_moe or model.mla is not None
+    return [_refusal_text((int(t), int(p), int(z), str(s), bool(sp), str(r), str(o)),
+                          (("kv_heads", model.kv_heads), ("cp", int(cp)), ("ep", int(ep)), ("fp8", bool(f8)),
+                           ("moe", moe)))
+            for t, p, z, s, sp, r, o, cp, ep, f8 in zip(*cols, strict=True)]
+
+
+def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's texts in check order, as one tuple per candidate (an object array; the same tuple object
+    for candidates with the same texts: it is built once per distinct combination) and their number."""
+    none = np.empty(1, dtype=object)
+    none[0] = ()
+    out = none[np.zeros(n, dtype=np.int64)]
+    if not found:
+        return out, np.zeros(n, dtype=np.int64)
+    ids: dict[str, int] = {}  # one number per distinct text (settings that differ can share a refusal)
+    number = np.array([ids.setdefault(t, len(ids)) for _, _, ts in found for t in ts], dtype=np.int64)
+    texts = list(ids)
+    offsets = np.cumsum([0] + [len(ts) for _, _, ts in found[:-1]])
+    who = np.concatenate([idx for idx, _, _ in found])
+    text = number[np.concatenate([which + o for (_, which, _), o in zip(found, offsets, strict=True)])]
+    order = np.argsort(who, kind="stable")  # by candidate, in check order within each
+    who, text = who[order], text[order]
+    counts = np.bincount(who, minlength=n)
+    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+    group = np.cumsum(np.r_[False, who[1:] != who[:-1]])
+    codes = np.full((starts.size, int(counts.max())), -1, dtype=np.int64)  # each candidate's text numbers, padded
+    codes[group, np.arange(who.size) - starts[group]] = text
+    rows, _, inverse = distinct(list(codes.T))
+    table = np.empty(len(rows), dtype=object)
+    table[:] = [tuple(texts[j] for j in row if j >= 0) for row in rows.tolist()]
+    out[who[starts]] = table[inverse]
+    return out, counts
 
 
 @functools.lru_cache(maxsize=1 << 16)

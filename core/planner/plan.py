@@ -135,8 +135,8 @@ def plan(q: PlannerParams) -> PlanResult:
     over = ok & ~(total <= usable - need) & ~hopeless
     checks = Checks(B, usable, need, batch_ok, fills, min_m, m_ok, refused, hopeless, floor, over, total, crosses,
                      too_deep, tuple(rules))
-    reasons = checks.reasons(c, model, gpu)
-    feasible = np.array([not r for r in reasons], dtype=bool)
+    reasons, counts = checks.reasons(c, model, gpu)
+    feasible = counts == 0
 
     frame = _ranked_frame({
         "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "cp": c["cp"], "ep": c["ep"], "etp": c["etp"],
@@ -151,16 +151,17 @@ def plan(q: PlannerParams) -> PlanResult:
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
         "feasible": feasible, "reasons": reasons, "warnings": warnings(c, model), "frameworks": c["frameworks"],
-    }, n, outside)
+    }, n, outside, counts)
     if any("simulation budget" in r for r in set(refused.tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
 
 
-def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame) -> pd.DataFrame:
+def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame, counts: np.ndarray) -> pd.DataFrame:
     """The candidates' columns (arrays of n, or scalars) and the excluded rows as one ranked frame (`_rank`'s order),
-    sorted as arrays and built once: the same frame as building, concatenating and sorting it in pandas."""
+    sorted as arrays and built once: the same frame as building, concatenating and sorting it in pandas. `counts`:
+    how many reasons each candidate has."""
     def column(v) -> np.ndarray:
         if isinstance(v, list):  # tuples per candidate (reasons, warnings): an object array of them
             return np.fromiter(v, dtype=object, count=n)
@@ -172,10 +173,10 @@ def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame) -> pd.DataFrame:
         kept = {k for k in COLUMNS if outside[k].dtype == object}
         arrays = {k: np.concatenate([pd.Series(v).to_numpy(dtype=object) if k in kept else v,
                                      outside[k].to_numpy()]) for k, v in arrays.items()}
-    reasons = arrays["reasons"]
+    if len(outside):
+        counts = np.concatenate([counts, outside["reasons"].map(len).to_numpy(dtype=np.int64)])
     order = np.lexsort((arrays["p"], arrays["t"], -np.nan_to_num(arrays["headroom_bytes"], nan=-np.inf),
-                        np.nan_to_num(arrays["step_time_s"], nan=np.inf),
-                        np.fromiter((len(r) for r in reasons), dtype=np.int64, count=len(reasons)),
+                        np.nan_to_num(arrays["step_time_s"], nan=np.inf), counts,
                         ~arrays["feasible"].astype(bool)))
     frame = pd.DataFrame({k: pd.Series(v[order], dtype=object) if k in kept else np.asarray(v)[order]
                           for k, v in arrays.items()})
