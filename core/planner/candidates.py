@@ -6,6 +6,7 @@ candidate, minus combinations that are not layouts at all.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -42,7 +43,11 @@ def divisors(n: int) -> list[int]:
 
 def tp_allowed(model: presets.ModelConfig, t: int) -> bool:
     """t splits the query heads, and the key/value heads evenly (split or replicated), as the Layout requires."""
-    return model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0) and t <= MAX_TP
+    return _tp_allowed(model.heads, model.kv_heads, t)
+
+
+def _tp_allowed(heads: int, kv_heads: int, t: int) -> bool:
+    return heads % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0) and t <= MAX_TP
 
 
 def degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, list[str]]:
@@ -89,16 +94,24 @@ def degrees(q: PlannerParams, model: presets.ModelConfig) -> tuple[np.ndarray, l
 def excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: float) -> pd.DataFrame:
     """The t x p x d factorisations of G the search cannot evaluate, as infeasible rows with their reason (the seed's
     project: enumerate every factorisation; show, not silently drop). Switches are the first searched value of
-    each; every number the layout would need is left empty."""
-    G, L, B, b = q.gpus, model.layers, q.batch, q.micro_batch_sizes[0]
+    each; every number the layout would need is left empty. Kept per the few inputs they depend on (an assumption
+    changed on the page asks for the same rows again); each caller gets its own copy."""
+    first = tuple(q.searched(k)[0] for k in ("schedule", "zero", "recompute", "offload"))
+    return _excluded(q.gpus, q.batch, q.micro_batch_sizes[0], q.fix_t, q.fix_p, q.fix_d, model.layers, model.heads,
+                     model.kv_heads, gpn, usable, first).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _excluded(G: int, B: int, b, fix_t: int, fix_p: int, fix_d: int, L: int, heads: int, kv_heads: int, gpn: int,
+              usable: float, first_searched: tuple) -> pd.DataFrame:
     rows = []
     for t in divisors(G):
         for p in divisors(G // t):
             d = G // (t * p)
-            if (q.fix_t and t != q.fix_t) or (q.fix_p and p != q.fix_p) or (q.fix_d and d != q.fix_d):
+            if (fix_t and t != fix_t) or (fix_p and p != fix_p) or (fix_d and d != fix_d):
                 continue
-            if not tp_allowed(model, t):
-                why = (f"t does not divide the heads: t = {t} cannot split the {model.heads} heads ({model.kv_heads} "
+            if not _tp_allowed(heads, kv_heads, t):
+                why = (f"t does not divide the heads: t = {t} cannot split the {heads} heads ({kv_heads} "
                        "key/value heads) evenly" if t <= MAX_TP else f"t beyond the range: t = {t} > {MAX_TP}")
             elif p > L:
                 why = f"more stages than layers: p = {p} > {L} layers"
@@ -110,13 +123,12 @@ def excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: flo
             crosses = (f"TP crosses servers: t = {t} > {gpn} GPUs per server",) if t > gpn else ()
             rows.append({"t": t, "p": p, "d": d, "m": B // (d * b) if B % (d * b) == 0 else 0,
                          "reasons": (why, *crosses), "tp_crosses_node": t > gpn,
-                         "schedule": q.searched("schedule")[0] if p > 1 else "1f1b"})
+                         "schedule": first_searched[0] if p > 1 else "1f1b"})
     frame = empty_frame()
     if not rows:
         return frame
     n = len(rows)
-    first = {"zero_stage": q.searched("zero")[0], "recompute": q.searched("recompute")[0],
-             "offload": q.searched("offload")[0]}
+    first = dict(zip(("zero_stage", "recompute", "offload"), first_searched[1:], strict=True))
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
     values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"]}
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,

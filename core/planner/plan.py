@@ -171,8 +171,8 @@ def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame, counts: np.ndarr
     kept = set()  # object columns pandas would keep as object after concatenating the excluded rows
     if len(outside):
         kept = {k for k in COLUMNS if outside[k].dtype == object}
-        arrays = {k: np.concatenate([pd.Series(v).to_numpy(dtype=object) if k in kept else v,
-                                     outside[k].to_numpy()]) for k, v in arrays.items()}
+        arrays = {k: np.concatenate([v.astype(object) if k in kept else v, outside[k].to_numpy()])
+                  for k, v in arrays.items()}
     if len(outside):
         counts = np.concatenate([counts, outside["reasons"].map(len).to_numpy(dtype=np.int64)])
     order = np.lexsort((arrays["p"], arrays["t"], -np.nan_to_num(arrays["headroom_bytes"], nan=-np.inf),
