@@ -160,7 +160,7 @@ def candidates_csv(q: PlannerParams) -> str:
     return planner.plan(q).csv()
 
 
-def pipeline_params(row: pd.Series) -> dict[str, Any]:
+def pipeline_params(row: pd.Series | dict) -> dict[str, Any]:
     """The Pipeline page's keys for this candidate's schedule, p, m (and v) with the costs the planner simulated it
     with (core.planner.simulation.simulated_costs): its forward time in milliseconds (seconds when that would not fit
     the page's range), the backward and weight-gradient times and the end stages' cost factors as rounded for
@@ -182,7 +182,7 @@ def pipeline_params(row: pd.Series) -> dict[str, Any]:
     return params
 
 
-def zero_params(row: pd.Series, base: dict[str, Any]) -> dict[str, Any]:
+def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
     """The ZeRO page's keys for this candidate's model, GPU, N_d = d x cp (the dense weights' ZeRO group), stage,
     t x p split, experts over ep (where the ZeRO page's expert-tp = t matches) and activations at cp."""
     nd, ep = int(row["d"]) * int(row["cp"]), int(row["ep"])
@@ -195,18 +195,18 @@ def zero_params(row: pd.Series, base: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def pipeline_link(row: pd.Series) -> str:
+def pipeline_link(row: pd.Series | dict) -> str:
     return page_link_with_params("pipeline", pipeline_params(row), PIPELINE)
 
 
-def zero_link(row: pd.Series, base: dict[str, Any]) -> str:
+def zero_link(row: pd.Series | dict, base: dict[str, Any]) -> str:
     return page_link_with_params("zero", zero_params(row, base), ZERO_PAGE_SPECS)
 
 
 def with_links(frame: pd.DataFrame, base: dict[str, Any]) -> pd.DataFrame:
     """`frame` plus a Pipeline and a ZeRO link per row (rows without m, i.e. no batch split, get none)."""
     out = frame.copy()
-    has_m = out["m"] > 0
-    out["pipeline_link"] = [pipeline_link(r) if ok else None for ok, (_, r) in zip(has_m, out.iterrows(), strict=True)]
-    out["zero_link"] = [zero_link(r, base) if ok else None for ok, (_, r) in zip(has_m, out.iterrows(), strict=True)]
+    rows = out.to_dict("records")  # plain values: a Series per row (iterrows) cost more than the links
+    out["pipeline_link"] = [pipeline_link(r) if r["m"] > 0 else None for r in rows]
+    out["zero_link"] = [zero_link(r, base) if r["m"] > 0 else None for r in rows]
     return out
