@@ -21,8 +21,9 @@ How it stays fast (O(number of ops), vectorised over devices):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -194,13 +195,16 @@ def run_many(s: Schedule, costs: Sequence[Costs], compiled: Compiled | None = No
     return run_shapes([(s, costs, compiled)])[0]
 
 
-def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]]) -> list[list[Timeline]]:
+def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]],
+               each: Callable[[Timeline], Any] | None = None) -> list[list]:
     """`run_many` for several schedules at once: every (schedule, cost sets) job moves in the same rounds, so the
     rounds are paid about once for the longest schedule rather than once per schedule (the planner asks dozens of
-    shapes per plan). Each timeline is exactly what `run` gives for its schedule and costs."""
+    shapes per plan). Each timeline is exactly what `run` gives for its schedule and costs; with `each`, only
+    each(timeline) is kept (a caller that wants a few numbers per timeline need not hold them all)."""
     compiled = [c or compile_schedule(s) for s, _, c in jobs]
     pieces, passes, size = [], [], 0  # (job, first cost set, last) pieces, packed into passes of bounded size
-    for j, ((_, costs, _), c) in enumerate(zip(jobs, compiled, strict=True)):
+    for j in sorted(range(len(jobs)), key=lambda j: -len(jobs[j][1])):  # alike widths share a pass
+        costs, c = jobs[j][1], compiled[j]
         per_pass = max(1, _ELEMENTS_PER_PASS // c.kind.size)
         for lo in range(0, len(costs), per_pass):
             hi = min(lo + per_pass, len(costs))
@@ -226,60 +230,50 @@ def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]]
             parts.append((c, dur, np.array([k.tcomm for k in costs], dtype=float)))
         for (j, lo, hi), (c, dur, _), start in zip(pieces, parts, _schedule_runs(parts), strict=True):
             s, costs = jobs[j][0], jobs[j][1][lo:hi]
-            out[j] += [Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs)]
+            made = (Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs))
+            out[j] += [each(tl) for tl in made] if each else list(made)
     return out
 
 
 def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
     """Start times of every op of each part (a compiled schedule, `dur` with one row per cost set, each row's
-    t_comm), one row per row of `dur`. The slots of every part sit in one flat array (a slot's K cost sets next to
-    each other: they are read in the same rounds), so one round moves every device of every cost set of every
-    schedule; each row's numbers come from its own entries only (the same float operations as one row alone). A
-    device at its stop slot leaves the rounds."""
-    rdurs, dep_adds, dep_slots, vals, ptrs, stops, steps, layout = [], [], [], [], [], [], [], []
-    offset = 0
-    for c, dur, tcomm in parts:
+    t_comm), one row per row of `dur`.
+
+    Whether a run can start in a round depends only on the schedule (its input was computed in an earlier round or
+    not; the times never decide it), so a device's cost sets move together: one pointer per device of every part,
+    each slot a row of K numbers (one per cost set, padded to the widest part with zeros that nothing reads). One
+    round moves every device of every part; each number comes from its own cost set's entries only (the same float
+    operations as one cost set alone). A device at its stop slot leaves the rounds."""
+    width = max(dur.shape[0] for _, dur, _ in parts)
+    starts = np.cumsum([0] + [c.num_slots + 2 for c, _, _ in parts])  # each part's slots, then its READY and NEVER
+    rdur = np.zeros((starts[-1], width))
+    dep_add = np.zeros((starts[-1], width))
+    val = np.full((starts[-1], width), np.nan)  # start time of each run; NaN until computed
+    dep_slot = np.zeros(starts[-1], dtype=np.int64)
+    ptrs, stops, layout = [], [], []
+    for (c, dur, tcomm), offset in zip(parts, starts.tolist(), strict=False):
         K, S = dur.shape[0], c.num_slots
-        N = S + 2  # a row's slots, then its READY and NEVER
         # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
         cum = np.cumsum(dur, axis=1)
         base = cum[:, c.lead_idx] - dur[:, c.lead_idx]  # cumulative duration before each run
-        rdur = np.zeros((K, N))
-        rdur[:, c.slot] = np.diff(base, append=cum[:, -1:], axis=1)  # each run's length
-        dep_add = np.zeros((K, N))
-        dep_add[:, c.waiting_slot] = (cum[:, c.input_op] - base[:, c.input_run]
-                                      + tcomm[:, None])  # input ready this long after its run starts
-        row = np.arange(K)[:, None] + offset  # slot x of row k sits at offset + x K + k
-        dep_slot = np.full((N, K), offset, dtype=np.int64)
-        dep_slot[:S] = c.dep_slot[:, None] * K + row.T
-        val = np.full((N, K), np.nan)  # start time of each run; NaN until computed
-        val[S] = 0.0  # READY
+        rdur[offset + c.slot, :K] = np.diff(base, append=cum[:, -1:], axis=1).T  # each run's length
+        dep_add[offset + c.waiting_slot, :K] = (cum[:, c.input_op] - base[:, c.input_run]
+                                                + tcomm[:, None]).T  # input ready this long after its run starts
+        dep_slot[offset:offset + S] = c.dep_slot + offset
+        val[offset + S] = 0.0  # READY
         last_run = c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]]
-        rdurs.append(rdur.T.ravel())
-        dep_adds.append(dep_add.T.ravel())
-        dep_slots.append(dep_slot.ravel())
-        vals.append(val.ravel())
-        ptrs.append((c.slot[c.leader[c.seg]][None, :] * K + row).ravel())
-        stops.append(((last_run[None, :] + 1) * K + row).ravel())  # each device's stop slot
-        steps.append(np.full(K * c.p, K))
-        layout.append((offset, K, N, cum, dur, base))
-        offset += K * N
-    rdur, dep_add, dep_slot, val = (np.concatenate(x) for x in (rdurs, dep_adds, dep_slots, vals))
-    ptr, stop, step = np.concatenate(ptrs), np.concatenate(stops), np.concatenate(steps)
-    free = np.zeros(ptr.size)
+        ptrs.append(c.slot[c.leader[c.seg]] + offset)
+        stops.append(last_run + 1 + offset)  # each device's stop slot
+        layout.append((offset, K, cum, base))
+    ptr, stop = np.concatenate(ptrs), np.concatenate(stops)
+    free = np.zeros((ptr.size, width) if width > 1 else ptr.size)
     entry = np.arange(ptr.size)  # each pointer's place among all devices (to name a deadlock)
-    fmax, maximum, add = np.fmax, np.maximum, np.add
     last = ptr.copy()
     while True:
-        for _ in range(_ROUNDS_PER_CHECK):  # a round costs ~3 us: keep it to a handful of numpy calls
-            de = val[dep_slot[ptr]]
-            de += dep_add[ptr]
-            st = maximum(free, de)  # NaN unless the input is ready
-            val[ptr] = st
-            rd = rdur[ptr]
-            rd += st
-            fmax(free, rd, out=free)
-            add(ptr, step, out=ptr, where=st == st)
+        if width > 1:
+            _rounds(val, dep_slot, dep_add, rdur, free, ptr)
+        else:  # one cost set: the same operations on flat arrays (fewer numpy calls per round)
+            _rounds_flat(val.ravel(), dep_slot, dep_add.ravel(), rdur.ravel(), free, ptr)
         done = ptr == stop
         if done.all():
             break
@@ -287,25 +281,56 @@ def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> 
             _raise_deadlock_in(parts, layout, np.concatenate(stops), entry, ptr)
         if done.any():  # devices that finished leave the rounds (nothing waits on their pointer)
             keep = ~done
-            ptr, stop, step, free, entry = ptr[keep], stop[keep], step[keep], free[keep], entry[keep]
+            ptr, stop, free, entry = ptr[keep], stop[keep], free[keep], entry[keep]
         last = ptr.copy()
     out = []
-    for (c, _, _), (offset, K, N, cum, dur, base) in zip(parts, layout, strict=True):
+    for (c, dur, _), (offset, K, cum, base) in zip(parts, layout, strict=True):
         within = cum - dur
         within -= base[:, c.leader]
-        out.append(val[offset:offset + K * N].reshape(N, K).T[:, c.op_slot] + within)
+        out.append(val[offset + c.op_slot, :K].T + within)
     return out
 
 
+def _rounds(val, dep_slot, dep_add, rdur, free, ptr) -> None:
+    """_ROUNDS_PER_CHECK rounds, each slot a row of cost sets (a round costs a few us: a handful of numpy calls)."""
+    fmax, maximum = np.fmax, np.maximum
+    row = np.dtype((np.void, val.itemsize * val.shape[1]))  # a slot's numbers as one item: a row is one copy
+    rows = val.view(row).ravel()
+    for _ in range(_ROUNDS_PER_CHECK):
+        de = val.take(dep_slot.take(ptr), axis=0)
+        de += dep_add.take(ptr, axis=0)
+        st = maximum(free, de)  # NaN unless the input is ready (in every column alike)
+        rows[ptr] = st.view(row).ravel()
+        rd = rdur.take(ptr, axis=0)
+        rd += st
+        fmax(free, rd, out=free)
+        first = st[:, 0]
+        ptr += first == first
+
+
+def _rounds_flat(val, dep_slot, dep_add, rdur, free, ptr) -> None:
+    """_rounds with one cost set."""
+    fmax, maximum = np.fmax, np.maximum
+    for _ in range(_ROUNDS_PER_CHECK):
+        de = val[dep_slot[ptr]]
+        de += dep_add[ptr]
+        st = maximum(free, de)  # NaN unless the input is ready
+        val[ptr] = st
+        rd = rdur[ptr]
+        rd += st
+        fmax(free, rd, out=free)
+        ptr += st == st
+
+
 def _raise_deadlock_in(parts, layout, stop, entry, ptr) -> None:
-    """Name the stuck operations of the first schedule that cannot finish (its first cost set's devices)."""
+    """Name the stuck operations of the first schedule that cannot finish."""
     full = stop.copy()  # devices no longer in the rounds sit at their stop slot
     full[entry] = ptr
     at = 0
-    for (c, _, _), (offset, K, _, _, _, _) in zip(parts, layout, strict=True):
-        if (full[at:at + K * c.p] != stop[at:at + K * c.p]).any():
-            _raise_deadlock(c, (full[at:at + c.p] - offset) // K)
-        at += K * c.p
+    for (c, _, _), (offset, *_) in zip(parts, layout, strict=True):
+        if (full[at:at + c.p] != stop[at:at + c.p]).any():
+            _raise_deadlock(c, full[at:at + c.p] - offset)
+        at += c.p
 
 
 def _raise_deadlock(c: Compiled, ptr) -> None:

@@ -93,11 +93,19 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
             costs.append(Costs(1.0, tb, tw, 0.0, tuple(factors)))
         jobs.append((sched, costs, compiled))
         shapes.append((members, 0 if v_shape else p - 1, v_shape))
-    for (members, last_device, v_shape), timelines in zip(shapes, run_shapes(jobs), strict=True):
-        inflight = timelines[0].peak_inflight
-        for i, tl in zip(members, timelines, strict=True):
-            results[i] = (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()),
-                          float(inflight[0]), float(inflight[last_device]), float(v_shape))
+    counted: set[int] = set()
+
+    def numbers(tl) -> tuple:  # what the planner keeps of a timeline; in flight: of each schedule's first one
+        first = id(tl.schedule) not in counted
+        counted.add(id(tl.schedule))
+        return (tl.bubble_fraction, tl.bubble_vs_ideal, tl.makespan / float(tl.busy.max()),
+                tl.peak_inflight if first else None)
+
+    for (members, last_device, v_shape), got in zip(shapes, run_shapes(jobs, numbers), strict=True):
+        inflight = got[0][3]
+        for i, (bubble, vs_ideal, makespan, _) in zip(members, got, strict=True):
+            results[i] = (bubble, vs_ideal, makespan, float(inflight[0]), float(inflight[last_device]),
+                          float(v_shape))
     for key, got in zip(keys, results, strict=True):
         if len(_SIM_CACHE) >= _SIM_CACHE_MAX:
             _SIM_CACHE.clear()
