@@ -35,6 +35,7 @@ import pandas as pd
 from core.cost import step_time
 from core.memory import states as memory
 from core.memory.fit import usable_bytes
+from core.params.memory import RECOMPUTE_MODES
 from core.params.planner import SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY
 from core.planner import candidates, cp_ep, rank_memory, simulation
@@ -141,8 +142,9 @@ def plan(q: PlannerParams) -> PlanResult:
     frame = _ranked_frame({
         "rank": np.nan, "t": c["t"], "p": c["p"], "d": c["d"], "cp": c["cp"], "ep": c["ep"], "etp": c["etp"],
         "micro_batch_size": c["b"], "m": c["m"], "expert_state_bytes": ex["expert_state_bytes"],
-        "schedule": c["schedule_name"], "v": c["v"], "zero_stage": c["zero"], "recompute": c["recompute_name"],
-        "sequence_parallel": c["sp"], "offload": c["offload_name"],
+        "schedule": _names(SEARCH_SCHEDULES, c["schedule"]), "v": c["v"], "zero_stage": c["zero"],
+        "recompute": _names(RECOMPUTE_MODES, c["recompute"]), "sequence_parallel": c["sp"],
+        "offload": _names(candidates.OFFLOAD_MODES, c["offload"]),
         "memory_bytes": total, "model_state_bytes": st["model_state_bytes"],
         "states_on_gpu_bytes": st["states_on_gpu_bytes"], "zero3_working_bytes": st["zero3_working_bytes"],
         "activation_bytes": acts, "worst_stage": worst, "usable_bytes": usable, "headroom_bytes": usable - total,
@@ -156,6 +158,12 @@ def plan(q: PlannerParams) -> PlanResult:
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
+
+
+def _names(names: tuple[str, ...], codes: np.ndarray) -> np.ndarray:
+    """The names of coded choices as an object array sharing one str per name: the same column as the fixed-width
+    string array, which pandas (or astype(object)) would turn into 100,000 new str objects."""
+    return np.array(names, dtype=object)[codes]
 
 
 def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame, counts: np.ndarray) -> pd.DataFrame:
