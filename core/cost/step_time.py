@@ -31,6 +31,7 @@ from core.cost.gemm import stream_time
 from core.cost.layer_ops import COMPONENTS, PHASES, embedding_times, layer_times, output_times
 from core.cost.rates import Rates
 from core.model.config import GpuSpec, ModelConfig
+from core.params.memory import RECOMPUTE_MODES
 from core.params.planner import ASSUMPTIONS, WHY
 from core.units import GB
 
@@ -175,6 +176,34 @@ def _by_component(times: dict) -> dict[str, np.ndarray]:
     return {k: sum(times[ph][c] for ph in PHASES) for k, c in names.items()}
 
 
+def _distinct_layers(b, t, sp, recompute, cp, ep, etp) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the first candidate of each distinct (b, t, sp, recompute, cp, ep, etp), each candidate's distinct row) when
+    every one is a whole-number array of one length (the planner's), else None. layer_times is elementwise in
+    these, so computing it per distinct row and taking each candidate's row gives the same numbers."""
+    cols = [np.asarray(x) for x in (b, t, sp, cp, ep, etp)]
+    rec = np.asarray(recompute)
+    n = rec.size
+    if rec.ndim != 1 or any(x.shape != (n,) for x in cols) or n < 64:
+        return None
+    codes = np.full(n, -1, dtype=np.int64)
+    for i, mode in enumerate(RECOMPUTE_MODES):
+        codes[rec == mode] = i
+    if (codes < 0).any():
+        return None
+    key, radix = codes, len(RECOMPUTE_MODES)
+    for x in cols:
+        whole = x.astype(np.int64)
+        if not np.array_equal(whole, x) or whole.min() < 0:
+            return None
+        span = int(whole.max()) + 1
+        radix *= span
+        if radix >= 1 << 62:
+            return None
+        key = key * span + whole
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
 def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b, chunks, recompute, sp,
                 split=False, cp=1, ep=1, etp=None, fp8: bool = False) -> StageCosts:
     """Per-micro-batch costs of the fullest device for arrays of candidates (one entry each).
@@ -189,8 +218,18 @@ def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b,
     r = a.rates(gpu, fp8)
     tp_bw = link(t <= gpu.gpus_per_node, gpu, a)
     lat = a.latency_s
-    layer = layer_times(model, r, b, t, sp, recompute, tp_bw, lat, a.grad_accum_fusion, cp=cp, ep=ep,
-                        etp=t if etp is None else etp, capacity=a.moe_capacity)
+    etp = t if etp is None else etp
+    rows = _distinct_layers(b, t, sp, recompute, cp, ep, etp)
+    if rows is None:
+        layer = layer_times(model, r, b, t, sp, recompute, tp_bw, lat, a.grad_accum_fusion, cp=cp, ep=ep, etp=etp,
+                            capacity=a.moe_capacity)
+    else:  # once per distinct layer setting (a few hundred among 100,000 candidates), then each candidate's own
+        first, inverse = rows
+        b_, t_, sp_, rec_, bw_, cp_, ep_, etp_ = (np.asarray(x)[first] for x in (b, t, sp, recompute, tp_bw, cp, ep,
+                                                                                 etp))
+        layer = layer_times(model, r, b_, t_, sp_, rec_, bw_, lat, a.grad_accum_fusion, cp=cp_, ep=ep_, etp=etp_,
+                            capacity=a.moe_capacity)
+        layer = {ph: {c: v[inverse] if np.ndim(v) else v for c, v in part.items()} for ph, part in layer.items()}
     if a.tp_bwd_overlap:
         layer["B"]["tp"] = layer["B"]["tp"] - np.where(split, 0.0, layer["hidden"]["tp"])
     exposed = 1.0 - a.tp_overlap
