@@ -35,13 +35,15 @@ DEFAULT_MAX_ENTRIES = 64
 
 
 def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None = None,
-           ttl: float | None = None) -> Callable[[F], F]:
-    """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds."""
+           ttl: float | None = None, hash_funcs: dict | None = None) -> Callable[[F], F]:
+    """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds (hash_funcs: as
+    st.cache_data's, e.g. a parameter dataclass keyed by its repr instead of Streamlit's field-by-field hash)."""
     if max_entries < 1:
         raise ValueError("max_entries must be at least 1")
 
     def wrap(func: F) -> F:
-        return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False)
+        return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
+                             hash_funcs=hash_funcs)
 
     return wrap
 

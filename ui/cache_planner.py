@@ -43,6 +43,9 @@ KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "sche
         "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
         "expert_state_bytes")
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
+# A parameter set is keyed by its repr (every field, exactly): Streamlit's own hash walks the dataclass field by
+# field, ~0.7 ms, paid by each of the page's five cached calls on every rerun.
+BY_REPR = {PlannerParams: repr}
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
     return base
 
 
-@cached(max_entries=16)
+@cached(max_entries=16, hash_funcs=BY_REPR)
 def plan_view(q: PlannerParams) -> PlanView:
     """core.planner.plan.plan and core.planner.recommend.recommend for one parameter set, trimmed for the page."""
     result = planner.plan(q)
@@ -120,19 +123,19 @@ def breakdown_figure(q: PlannerParams, presentation: bool) -> fp.Built:
     return fp.Built(_breakdown_spec(q, presentation))
 
 
-@cached(max_entries=32)
+@cached(max_entries=32, hash_funcs=BY_REPR)
 def _tradeoff_spec(q: PlannerParams, y: str, presentation: bool) -> dict:
     view = plan_view(q)
     return fp.tradeoff(view.points, y, view.gpu_mem_bytes, view.usable_bytes, presentation).to_dict()
 
 
-@cached(max_entries=32)
+@cached(max_entries=32, hash_funcs=BY_REPR)
 def _breakdown_spec(q: PlannerParams, presentation: bool) -> dict:
     view = plan_view(q)
     return fp.breakdown(view.top_feasible if view.feasible else view.top, presentation=presentation).to_dict()
 
 
-@cached(max_entries=32)
+@cached(max_entries=32, hash_funcs=BY_REPR)
 def export_of(q: PlannerParams, rank: int) -> dict[str, Export]:
     """DeepSpeed, Megatron-LM and FSDP2 exports of the feasible candidate of a given rank (no re-planning: the
     row comes from the cached view)."""
@@ -148,7 +151,7 @@ def _all(layout) -> tuple[Export, ...]:
     return tuple(found[plan_result.EXPORT_KINDS[kind]] for kind in EXPORT_KINDS)
 
 
-@cached(max_entries=32)
+@cached(max_entries=32, hash_funcs=BY_REPR)
 def table_rows(q: PlannerParams, feasible_only: bool, rows: int) -> pd.DataFrame:
     """The first `rows` candidates with their Pipeline and ZeRO links (cached: links cost ~0.2 ms a row)."""
     view = plan_view(q)
