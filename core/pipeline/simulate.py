@@ -222,29 +222,30 @@ def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]]
             s, c, costs = jobs[j][0], compiled[j], jobs[j][1][lo:hi]
             tables = [(k.kind_durations(s.stages_per_device)[:, None] * k.factors(s.num_stages)[None, :]).ravel()
                       for k in costs]
-            dur = np.stack(tables)[:, c.cost_class]
+            dur = np.stack(tables, axis=1).take(c.cost_class, axis=0)  # op by op, a column per cost set
             if c.fused.any():  # the pair starts together; drawn as one block of F&B = F + B on the partner
                 idx = np.flatnonzero(c.fused)
-                dur[:, idx + 1] += dur[:, idx]
-                dur[:, idx] = 0.0
+                dur[idx + 1] += dur[idx]
+                dur[idx] = 0.0
             parts.append((c, dur, np.array([k.tcomm for k in costs], dtype=float)))
         for (j, lo, hi), (c, dur, _), start in zip(pieces, parts, _schedule_runs(parts), strict=True):
             s, costs = jobs[j][0], jobs[j][1][lo:hi]
+            dur, start = np.ascontiguousarray(dur.T), start.T  # a row per cost set
             made = (Timeline.build(s, c, start[i], dur[i], k) for i, k in enumerate(costs))
             out[j] += [each(tl) for tl in made] if each else list(made)
     return out
 
 
 def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """Start times of every op of each part (a compiled schedule, `dur` with one row per cost set, each row's
-    t_comm), one row per row of `dur`.
+    """Start times of every op of each part (a compiled schedule, `dur` with a row per op and a column per cost set,
+    each cost set's t_comm), laid out as `dur`.
 
     Whether a run can start in a round depends only on the schedule (its input was computed in an earlier round or
     not; the times never decide it), so a device's cost sets move together: one pointer per device of every part,
     each slot a row of K numbers (one per cost set, padded to the widest part with zeros that nothing reads). One
     round moves every device of every part; each number comes from its own cost set's entries only (the same float
     operations as one cost set alone). A device at its stop slot leaves the rounds."""
-    width = max(dur.shape[0] for _, dur, _ in parts)
+    width = max(dur.shape[1] for _, dur, _ in parts)
     starts = np.cumsum([0] + [c.num_slots + 2 for c, _, _ in parts])  # each part's slots, then its READY and NEVER
     rdur = np.zeros((starts[-1], width))
     dep_add = np.zeros((starts[-1], width))
@@ -252,13 +253,13 @@ def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> 
     dep_slot = np.zeros(starts[-1], dtype=np.int64)
     ptrs, stops, layout = [], [], []
     for (c, dur, tcomm), offset in zip(parts, starts.tolist(), strict=False):
-        K, S = dur.shape[0], c.num_slots
+        K, S = dur.shape[1], c.num_slots
         # Offsets inside runs. For a leader, cum - dur - base is exactly 0 (the same float operations).
-        cum = np.cumsum(dur, axis=1)
-        base = cum[:, c.lead_idx] - dur[:, c.lead_idx]  # cumulative duration before each run
-        rdur[offset + c.slot, :K] = np.diff(base, append=cum[:, -1:], axis=1).T  # each run's length
-        dep_add[offset + c.waiting_slot, :K] = (cum[:, c.input_op] - base[:, c.input_run]
-                                                + tcomm[:, None]).T  # input ready this long after its run starts
+        cum = np.cumsum(dur, axis=0)
+        base = cum.take(c.lead_idx, axis=0) - dur.take(c.lead_idx, axis=0)  # cumulative duration before each run
+        rdur[offset + c.slot, :K] = np.diff(base, append=cum[-1:], axis=0)  # each run's length
+        dep_add[offset + c.waiting_slot, :K] = (cum.take(c.input_op, axis=0) - base.take(c.input_run, axis=0)
+                                                + tcomm[None, :])  # input ready this long after its run starts
         dep_slot[offset:offset + S] = c.dep_slot + offset
         val[offset + S] = 0.0  # READY
         last_run = c.slot[c.leader[np.append(c.seg[1:], c.kind.size) - 1]]
@@ -286,8 +287,8 @@ def _schedule_runs(parts: Sequence[tuple[Compiled, np.ndarray, np.ndarray]]) -> 
     out = []
     for (c, dur, _), (offset, K, cum, base) in zip(parts, layout, strict=True):
         within = cum - dur
-        within -= base[:, c.leader]
-        out.append(val[offset + c.op_slot, :K].T + within)
+        within -= base.take(c.leader, axis=0)
+        out.append(val.take(offset + c.op_slot, axis=0)[:, :K] + within)
     return out
 
 
