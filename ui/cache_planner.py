@@ -13,6 +13,7 @@ they are checked against the target page's specs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,9 +208,10 @@ def zero_link(row: pd.Series | dict, base: dict[str, Any]) -> str:
 
 
 def with_links(frame: pd.DataFrame, base: dict[str, Any]) -> pd.DataFrame:
-    """`frame` plus a Pipeline and a ZeRO link per row (rows without m, i.e. no batch split, get none)."""
+    """`frame` plus a Pipeline and a ZeRO link per row (rows without m, i.e. no batch split, get none; rows
+    excluded before any timing, with no costs to simulate, get no Pipeline link)."""
     out = frame.copy()
     rows = out.to_dict("records")  # plain values: a Series per row (iterrows) cost more than the links
-    out["pipeline_link"] = [pipeline_link(r) if r["m"] > 0 else None for r in rows]
+    out["pipeline_link"] = [pipeline_link(r) if r["m"] > 0 and math.isfinite(r["tf"]) else None for r in rows]
     out["zero_link"] = [zero_link(r, base) if r["m"] > 0 else None for r in rows]
     return out
