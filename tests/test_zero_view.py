@@ -81,3 +81,14 @@ def test_dualpipe_activations_come_with_a_note_that_its_model_states_are_doubled
     v_shape = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), preset_shape("gpt3-175b"),
                         ActInputs(**{**act.__dict__, "schedule": "dualpipev"}))
     assert not any("two stages" in n for n in v_shape.notes)
+
+
+def test_a_custom_model_without_its_largest_layer_is_told_what_deepspeed_then_counts():
+    from core.views.zero import from_inputs
+
+    q, shape, act = from_inputs(_page_inputs(model="custom", deepspeed=True))
+    assert q.largest_layer == 0
+    notes = zero_view(q, shape, act).notes
+    assert any("Largest layer is 0" in n and f"{shape.vocab * shape.hidden:,}" in n for n in notes)
+    named, shape, act = from_inputs(_page_inputs(model="llama3-70b", deepspeed=True))
+    assert not any("Largest layer" in n for n in zero_view(named, shape, act).notes)

@@ -333,6 +333,10 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
         except InputError as exc:
             notes.append(str(exc))
     acts = info.report["peak"] if info else 0.0
+    if not q.largest_layer and (q.deepspeed or q.offload in PARAM_OFFLOADS):
+        notes.append(f"Largest layer is 0, so DeepSpeed's stage-3 estimate and the layer ZeRO-Infinity gathers count "
+                     f"nothing for it. Enter the largest module's parameters (Offload, reserve and cluster): for a "
+                     f"transformer usually the embedding, V x h = {shape.vocab * shape.hidden:,}.")
     if act is not None and act.schedule == "dualpipe":
         notes.append("DualPipe runs the pipeline in both directions, so every device holds two stages' parameters, "
                      "gradients and optimizer state: twice the model states drawn here (they assume one stage per "
