@@ -33,8 +33,8 @@ except InputError as exc:
 else:
     rec = view.recommendation
     best = view.top_feasible.iloc[0] if view.feasible else None
+    cols = st.columns(4)  # the headline stays in place when nothing fits (a slider moved below what fits)
     if best is not None:
-        cols = st.columns(4)
         extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep") if best[k] > 1)
         cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}{extra}")
         cols[1].metric("Step time", f"{best['step_time_s']:,.2f} s")
@@ -43,6 +43,9 @@ else:
                        help=f"of {fmt_bytes(view.usable_bytes, digits=1)} usable (GB = 1e9 bytes)")
         (st.success if rec.feasible else st.warning)(rec.headline)
     else:
+        cols[0].metric("Layout t x p x d", "none fits")
+        for col, label in zip(cols[1:], ("Step time", "MFU", "Memory per GPU"), strict=True):
+            col.metric(label, "—")
         st.warning(rec.headline, icon=":material/block:")
 copy_link_box(v, SPECS, "planner")  # early: a link copied while the page reruns is already this view's
 first_paint()

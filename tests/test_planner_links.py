@@ -17,3 +17,4 @@ def test_rows_excluded_before_timing_get_no_pipeline_link_and_the_others_do():
         if isinstance(link, str):
             assert "pipeline" in link
     assert out["zero_link"].notna().sum() == (out["m"] > 0).sum()
+
