@@ -1,23 +1,9 @@
 """The Pipeline page's upload of a PyTorch action table, through AppTest: it is timed with the sidebar's costs
 and shows the same numbers as `simulate --from-csv`; a bad table is an error message, never an exception."""
 
-from streamlit.testing.v1 import AppTest
-
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.trace_export import pytorch_actions_csv
-from tests.conftest import ROOT
-
-PAGE = str(ROOT / "pages" / "pipeline.py")
-
-
-def run(query=None):
-    at = AppTest.from_file(PAGE, default_timeout=60)
-    at.query_params.update(query or {})
-    return at.run()
-
-
-def metrics(at):
-    return {m.label: m.value for m in at.metric}
+from tests.test_page_pipeline import run
 
 
 def test_an_uploaded_table_is_timed_with_the_sidebar_costs():

@@ -14,6 +14,7 @@ import argparse
 from core.cli.text import print_json, render
 from core.cost.rates import calibration
 from core.planner import validation
+from core.planner.validation import signed_percent as pct
 
 
 def build(parser: argparse.ArgumentParser) -> None:
@@ -30,10 +31,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:+.1f} %"
-
-
 def _human(result: validation.Validation) -> str:
     fitted = calibration()["fitted"]
     lines = ["Step time, published vs predicted (A100 80GB, each paper's own layout; error = predicted / published "
@@ -44,17 +41,12 @@ def _human(result: validation.Validation) -> str:
         rows = result.steps[result.steps["role"] == role]
         table = [[r["label"], r["t"], r["p"], r["d"],
                   r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else ""), r["micro_batch"],
-                  f"{r['published_s']:,.2f}", f"{r['predicted_s']:,.2f}", _pct(r["error"]),
+                  f"{r['published_s']:,.2f}", f"{r['predicted_s']:,.2f}", pct(r["error"]),
                   "yes" if r["fits"] else "NO"] for r in rows.to_dict("records")]
         lines += ["", f"{role} rows ({len(table)}):", render(headers, table)]
-    layer = [[r["label"], f"{r['published_ms']:.1f}", f"{r['predicted_ms']:.1f}", _pct(r["error"])]
+    layer = [[r["label"], f"{r['published_ms']:.1f}", f"{r['predicted_ms']:.1f}", pct(r["error"])]
              for r in result.layers.to_dict("records")]
     lines += ["", "Per-layer time (Korthikanti et al. 2022, Table 4; calibration):",
               render(["layer", "published ms", "predicted ms", "error"], layer), ""]
-    for name, s in result.summary().items():
-        lines.append(f"{name}: {s.rows} rows, mean |error| {100 * s.mean_abs_error:.2f} %, max "
-                     f"{100 * s.max_abs_error:.2f} %")
-    calc = validation.data()["calculon"]
-    lines.append(f"For comparison, Calculon on Korthikanti's eight rows: mean {100 * calc['mean_abs_error']:.2f} %, "
-                 f"max {100 * calc['max_abs_error']:.2f} %.")
+    lines += result.summary_lines()
     return "\n".join(lines)

@@ -114,6 +114,11 @@ def layer_rows(assumptions: dict[str, float] | None = None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def signed_percent(x: float) -> str:
+    """An error as the validation tables print it: +1.4 %."""
+    return f"{100 * x:+.1f} %"
+
+
 @dataclass(frozen=True)
 class Summary:
     rows: int
@@ -138,6 +143,14 @@ class Validation:
         out["korthikanti2022"] = summarize(s.loc[s["source"] == "korthikanti2022", "error"])
         out["per-layer (calibration)"] = summarize(self.layers["error"])
         return out
+
+    def summary_lines(self) -> list[str]:
+        """The summary in words, one line per group, then Calculon's figures for comparison (CLI and README)."""
+        lines = [f"{name}: {s.rows} rows, mean |error| {100 * s.mean_abs_error:.2f} %, "
+                 f"max {100 * s.max_abs_error:.2f} %" for name, s in self.summary().items()]
+        calc = data()["calculon"]
+        return lines + [f"Calculon on Korthikanti's eight rows (for comparison): mean "
+                        f"{100 * calc['mean_abs_error']:.2f} %, max {100 * calc['max_abs_error']:.2f} %"]
 
     def to_json(self) -> dict[str, Any]:
         def plain(v: Any) -> Any:
