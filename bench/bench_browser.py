@@ -122,6 +122,7 @@ PROBE = """
     const v = metric();
     if (v !== null && b.first === null) b.first = now;
     if (b.t0 !== null && b.changedAt === null && v !== null && v !== b.value) b.changedAt = now;
+    if (b.t0 !== null && b.changedAt === null) return;  // a step: only its number is watched (drawn() reads layout)
     if (drawn()) { if (b.drawnAt === null) b.drawnAt = now; } else b.drawnAt = null;
   };
   // checked once per frame after a change (a check reads layout, so never inside React's own work)
