@@ -32,7 +32,4 @@ current = st.navigation(pages, position="sidebar")
 sidebar_brand()
 presentation_toggle()  # in the main script, so `present` stays in the URL on every page
 share_slot(st.sidebar.container())  # every page's link to share goes here (ui.links.copy_link_box)
-try:
-    current.run()
-finally:
-    share_slot(None)
+current.run()

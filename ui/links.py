@@ -16,7 +16,6 @@ in that case link_to_page falls back to a plain same-tab link (a fresh load of t
 from __future__ import annotations
 
 import html
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,12 +140,16 @@ def share_url(values: Mapping[str, Any], specs: Mapping[str, Spec], page: str | 
     return base + (f"?{query}" if query else "")
 
 
-_SLOT = threading.local()  # one script run per thread: app.py's sidebar slot for the share link
+_SLOT = "_ui_share_slot"  # session state: app.py's sidebar slot for the share link, from the last full run
 
 
-def share_slot(container: Any | None) -> None:
-    """Where copy_link_box draws by default (app.py: a sidebar container under the presentation toggle)."""
-    _SLOT.box = container
+def share_slot(container: Any) -> None:
+    """Where copy_link_box draws by default (app.py: a sidebar container under the presentation toggle).
+
+    Kept in session state, not in the run: a page's fragment (ui.layout) reruns without app.py and must
+    redraw the link in the same slot.
+    """
+    st.session_state[_SLOT] = container
 
 
 def copy_link_box(values: Mapping[str, Any], specs: Mapping[str, Spec], page: str | PageEntry | None = None,
@@ -160,7 +163,7 @@ def copy_link_box(values: Mapping[str, Any], specs: Mapping[str, Spec], page: st
     url = share_url(values, specs, page)
     if repeated:
         url += ("&" if "?" in url else "?") + urlencode(list(repeated))
-    box = container if container is not None else getattr(_SLOT, "box", None) or st.sidebar
+    box = container if container is not None else st.session_state.get(_SLOT) or st.sidebar
     safe = quote(url, safe=":/?&=%#+,;@!")  # nothing that could end the markdown link or code span
     box.markdown(f"Link to this view: [`{safe}`]({safe})  \n"
                  ":small[Copy it (right-click, Copy link) to share exactly these settings.]")
