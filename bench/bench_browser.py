@@ -16,6 +16,8 @@ start (the page's own performance clock, so playwright's overhead is not in them
 - whole page: the script has finished, no skeleton is left and every Plotly chart has drawn its SVG;
 - step: a keyboard step on the slider (or a new value typed into a number box, then Enter) until that metric's
   value changes; compared with the bare page's step of the same widget kind (its slider, or its number box).
+  Each link takes --steps steps (3), each once the page has been quiet for half a second: one step per
+  load left the medians at the mercy of a few samples (0.07 to 0.19 s on the same page in one run).
 The goal (issue 11) is first <= 1.3 x the floor's, whole <= 2 x, step <= 1.3 x the floor's step + core time,
 where core time is the core call for the stepped inputs (uncached, in a fresh process).
 """
@@ -42,6 +44,7 @@ BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
 PLOTLY_APP = ROOT / "bench" / "apps" / "bare_plotly.py"
 VIEWPORT = {"width": 1400, "height": 1000}
 QUIET_S = 1.5  # the page must stay drawn this long before "whole page" is taken
+STEP_QUIET_S = 0.5  # and this long after a step before the next one starts
 TIMEOUT_S = 90.0
 
 
@@ -51,28 +54,30 @@ class Target:
     path: str  # URL path and query
     label: str  # the metric whose value is "the first number"
     step: str  # CSS selector of the control a step acts on
-    values: tuple[str, ...]  # a slider: ("next", "previous") values; a number box: values typed in turn
+    values: tuple[str, ...]  # a number box: the values typed in turn (a slider steps right, left, right, ...)
     core: str  # python code timing the core call for the stepped input `{value}` (sets T0 just before it)
 
-    def step_value(self, rep: int) -> str:
-        return self.values[rep % len(self.values)]
+    def step_value(self, i: int) -> str:
+        """The i-th step's value: a number box types values[i] (cycling); a slider alternates right, left."""
+        return self.values[i % len(self.values)]
 
 
-BARE = Target("bare page", "/?n=12", "n squared", ".st-key-n input[type=range]", ("13", "11"), "")
+BARE = Target("bare page", "/?n=12", "n squared", ".st-key-n input[type=range]", (), "")
 # The same page's number box: the floor of a step typed into a number input (ZeRO's N_d, the Planner's G).
 BARE_BOX = Target("bare-box", "/?n=12", "k doubled", ".st-key-k input", ("512", "256", "2048", "128", "4096"), "")
 # The same page plus one small Plotly chart: what the chart library alone adds (bench/apps/bare_plotly.py).
-PLOTLY = Target("plotly-floor", "/?n=12", "n squared", ".st-key-n input[type=range]", ("13", "11"), "")
+PLOTLY = Target("plotly-floor", "/?n=12", "n squared", ".st-key-n input[type=range]", (), "")
 TARGETS = (
-    Target("pipeline", "/pipeline?schedule=1f1b&p=6&m=12", "Makespan", ".st-key-p input[type=range]", ("7", "5"),
+    Target("pipeline", "/pipeline?schedule=1f1b&p=6&m=12", "Makespan", ".st-key-p input[type=range]", (),
            "from core.pipeline.result import PipelineParams\n"
            "from core.pipeline.view import pipeline_view\n"
            "pipeline_view(PipelineParams(schedule='gpipe', p=4, m=8))\n"
            "T0 = time.perf_counter(); pipeline_view(PipelineParams(schedule='1f1b', p={value}, m=12))"),
-    # Number boxes get a new value typed (a + click is too small a change to show in 2 digits); each
-    # repetition types another one, so no step is answered by a cache.
+    # Number boxes get a new value typed (a + click is too small a change to show in 2 digits); every step
+    # types another one (16 values: 5 repetitions x 3 steps), so no step is answered by a cache.
     Target("zero", "/zero?nd=1024&unit=GiB", "ZeRO-3 per GPU", ".st-key-nd input",
-           ("512", "256", "2048", "128", "4096", "96", "8192", "48", "384"),
+           ("512", "256", "2048", "128", "4096", "96", "8192", "48", "384", "768", "1536", "3072", "192", "640",
+            "320", "24"),
            "from core.params import zero_page as zp\n"
            "from core.params.memory import ZeroParams\n"
            "from core.views import zero as zv\n"
@@ -87,7 +92,8 @@ TARGETS = (
            "run(64)\n"
            "T0 = time.perf_counter(); run({value})"),
     Target("planner", "/planner?model=llama3-70b&gpus=64", "Step time", ".st-key-gpus input",
-           ("128", "32", "256", "160", "512", "48", "96", "192", "1024"),
+           ("128", "32", "256", "160", "512", "48", "96", "192", "1024", "224", "80", "112", "320", "384", "640",
+            "768"),
            "from core.params.planner import PlannerParams\n"
            "from ui.cache_planner import plan_view\n"
            "plan_view.__wrapped__(PlannerParams(model='llama3-8b', gpus=8))\n"
@@ -145,8 +151,7 @@ PROBE = """
 class Sample:
     first: float | None = None
     whole: float | None = None
-    step: float | None = None
-    value: str = ""  # the stepped input's new value
+    steps: list[tuple[str, float]] = field(default_factory=list)  # (the input's new value, seconds to its number)
     error: str = ""
 
 
@@ -155,15 +160,47 @@ class Series:
     samples: list[Sample] = field(default_factory=list)
 
     def median(self, what: str) -> float:
-        xs = [getattr(s, what) for s in self.samples if getattr(s, what) is not None]
+        if what == "step":
+            xs = [t for s in self.samples for _, t in s.steps]
+        else:
+            xs = [getattr(s, what) for s in self.samples if getattr(s, what) is not None]
         return statistics.median(xs) if xs else float("nan")
 
     def errors(self) -> list[str]:
         return [s.error for s in self.samples if s.error]
 
 
-def load(browser, base: str, target: Target, step_value: str | None = None) -> Sample:
-    """Open target's link in a fresh context; measure first number, whole page and (with step_value) one step."""
+def settle(page, since_ms: float = QUIET_S * 1000) -> dict:
+    """Wait until the page is drawn and has stayed drawn `since_ms` (a rerun or a late chart resets it)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        b = page.evaluate("() => ({first: window.__bench.first, drawnAt: window.__bench.drawnAt, "
+                          "now: performance.now()})")
+        if b["drawnAt"] is not None and b["now"] - b["drawnAt"] > since_ms:
+            return b
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not drawn within {TIMEOUT_S:.0f} s (first number: {b['first']})")
+        time.sleep(0.05)
+
+
+def step(page, target: Target, i: int) -> tuple[str, float]:
+    """One step of target's control (see Target.step_value); returns (new value, seconds to the new number)."""
+    page.evaluate("() => window.__bench.startStep()")
+    control = page.locator(target.step).first
+    if control.get_attribute("type") == "range":
+        control.focus()
+        control.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+    else:
+        control.fill(target.step_value(i))  # no key event: the step starts at Enter
+        control.press("Enter")
+    page.wait_for_function("() => window.__bench.changedAt !== null && window.__bench.t0 !== null")
+    b = page.evaluate("() => [window.__bench.t0, window.__bench.changedAt]")
+    return control.input_value(), (b[1] - b[0]) / 1e3
+
+
+def load(browser, base: str, target: Target, steps: range = range(0)) -> Sample:
+    """Open target's link in a fresh context; measure first number, whole page and the steps `steps` (indices
+    for Target.step_value), each started once the page has been drawn and quiet for STEP_QUIET_S."""
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(TIMEOUT_S * 1000)
     sample = Sample()
@@ -173,29 +210,11 @@ def load(browser, base: str, target: Target, step_value: str | None = None) -> S
         page.goto(base + target.path, wait_until="commit")
         page.wait_for_function("() => window.__bench !== undefined")
         page.evaluate("label => window.__bench.arm(label)", target.label)
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:  # drawn, and still drawn QUIET_S later (a rerun or a late chart resets it)
-            b = page.evaluate("() => ({first: window.__bench.first, drawnAt: window.__bench.drawnAt, "
-                              "now: performance.now()})")
-            if b["drawnAt"] is not None and b["now"] - b["drawnAt"] > QUIET_S * 1000:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not drawn within {TIMEOUT_S:.0f} s (first number: {b['first']})")
-            time.sleep(0.1)
+        b = settle(page)
         sample.first, sample.whole = b["first"] / 1e3, b["drawnAt"] / 1e3
-        if step_value is not None:
-            page.evaluate("() => window.__bench.startStep()")
-            control = page.locator(target.step).first
-            if control.get_attribute("type") == "range":
-                control.focus()
-                now = float(control.get_attribute("value"))
-                control.press("ArrowRight" if float(step_value) > now else "ArrowLeft")
-            else:
-                control.fill(step_value)  # no key event: the step starts at Enter
-                control.press("Enter")
-            page.wait_for_function("() => window.__bench.changedAt !== null && window.__bench.t0 !== null")
-            b = page.evaluate("() => [window.__bench.t0, window.__bench.changedAt]")
-            sample.step = (b[1] - b[0]) / 1e3
+        for i in steps:
+            sample.steps.append(step(page, target, i))
+            settle(page, STEP_QUIET_S * 1000)
     except Exception as exc:  # reported, not raised: one bad sample must not hide the others
         sample.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     finally:
@@ -217,7 +236,7 @@ def core_seconds(target: Target, value: str, runs: int = 1) -> float:
 
 
 def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...], reps: int,
-                 plotly: str | None = None) -> dict[str, Series]:
+                 plotly: str | None = None, steps: int = 3) -> dict[str, Series]:
     """Interleave: each repetition opens the bare page, then every (server, target) in a shuffled order.
 
     servers: {label: base URL}, e.g. {"": app} or {"before": baseline, "after": app}; a result is keyed
@@ -240,11 +259,11 @@ def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...]
                 order = list(runs)
                 random.shuffle(order)
                 for name, url, t in [(BARE.name, bare, BARE), *order]:
-                    sample = load(browser, url, t, t.step_value(rep))
-                    sample.value = t.step_value(rep)
+                    sample = load(browser, url, t, range(rep * steps, (rep + 1) * steps))
                     results[name].samples.append(sample)
                     print(f"  rep {rep + 1}/{reps} {name:<18} first {sample.first or float('nan'):5.2f} s  "
-                          f"whole {sample.whole or float('nan'):5.2f} s  step {sample.step or float('nan'):5.2f} s"
+                          f"whole {sample.whole or float('nan'):5.2f} s  steps "
+                          + " ".join(f"{x:.2f}" for _, x in sample.steps) + " s"
                           + (f"  {sample.error}" if sample.error else ""), flush=True)
         finally:
             browser.close()
@@ -271,11 +290,11 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
             continue
         label = name[len(t.name):].strip()
         first, whole, step = s.median("first"), s.median("whole"), s.median("step")
-        stepped = [x for x in s.samples if x.step is not None]
-        core = statistics.median(cores.get((t.name, x.value), 0.0) for x in stepped) if stepped else float("nan")
+        stepped = [x for sample in s.samples for x in sample.steps]
+        core = statistics.median(cores.get((t.name, v), 0.0) for v, _ in stepped) if stepped else float("nan")
         r_first, r_whole = first / f_first, whole / f_whole
         fs = f_step if "type=range" in t.step else f_box
-        r_step = statistics.median(x.step / (fs + cores.get((t.name, x.value), 0.0)) for x in stepped) \
+        r_step = statistics.median(x / (fs + cores.get((t.name, v), 0.0)) for v, x in stepped) \
             if stepped else float("nan")
         kind = {PLOTLY.name: "plotly floor ", BARE_BOX.name: "bare page, number box "}.get(t.name, "")
         path = kind + t.path + (f" ({label})" if label else "")
@@ -294,8 +313,9 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
     for name, s in results.items():
         for e in s.errors():
             print(f"  error ({name}): {e}")
-    print(f"(medians of {len(floor.samples)} repetitions; floor = bench/apps/bare_page.py, plotly floor = "
-          "bench/apps/bare_plotly.py, each served by its own server in the same run)")
+    n_steps = sum(len(x.steps) for x in floor.samples)
+    print(f"(medians of {len(floor.samples)} repetitions, {n_steps} steps; floor = bench/apps/bare_page.py, plotly "
+          "floor = bench/apps/bare_plotly.py, each served by its own server in the same run)")
     return rows
 
 
@@ -372,9 +392,8 @@ def bench_rows(reps: int = 5) -> list[dict]:
 
 
 def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None,
-        firsts: dict[str, float] | None = None) -> list[dict]:
+        firsts: dict[str, float] | None = None, steps: int = 3) -> list[dict]:
     """Serve the app (as the Dockerfile does), the bare page and optionally a baseline checkout; measure."""
-    cores = {(t.name, v): core_seconds(t, v) for t in targets for v in {t.step_value(r) for r in range(reps)}}
     with contextlib.ExitStack() as stack:
         app = stack.enter_context(serve(server_command(free_port()), "bench-browser-app.log"))
         bare = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(BARE_APP),
@@ -388,7 +407,9 @@ def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None,
             command = server_command(free_port())
             command[command.index("app.py")] = str(baseline / "app.py")
             servers = {"before": stack.enter_context(serve(command, "bench-browser-baseline.log")), "after": app}
-        results = side_by_side(servers, bare, targets, reps, plotly)
+        results = side_by_side(servers, bare, targets, reps, plotly, steps)
+    values = {(name.split()[0], v) for name, s in results.items() for x in s.samples for v, _ in x.steps}
+    cores = {(t.name, v): core_seconds(t, v) for t in targets for name, v in sorted(values) if name == t.name}
     if firsts is not None:
         firsts.update({name.split()[0]: s.median("first") for name, s in results.items()})
     return report(results, cores)
@@ -397,6 +418,7 @@ def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="repetitions per link (medians are reported)")
+    ap.add_argument("--steps", type=int, default=3, help="steps per repetition (each on a quiet page)")
     ap.add_argument("--only", default="", help="only the targets whose name contains this (pipeline, zero, planner)")
     ap.add_argument("--classroom", type=int, default=0, metavar="N",
                     help="also open N links within --window seconds against one fresh server (0: skip)")
@@ -407,7 +429,7 @@ def main() -> int:
     args = ap.parse_args()
     firsts: dict[str, float] = {}
     if not args.skip_side_by_side:
-        run(args.reps, tuple(t for t in TARGETS if args.only in t.name), args.baseline, firsts)
+        run(args.reps, tuple(t for t in TARGETS if args.only in t.name), args.baseline, firsts, args.steps)
     if args.classroom:
         result = classroom(args.classroom, args.window, firsts or None)
         print("\nclassroom:", ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
