@@ -6,9 +6,10 @@
 
 The floor is bench/apps/bare_page.py (one URL-bound slider and one st.metric), served by a second server
 started in the same run; the dashboard runs as the Dockerfile's CMD. A second floor, bench/apps/bare_plotly.py
-(the same page plus one three-bar Plotly chart), shows what the chart library alone costs a page.
-Both are measured in one Chromium, interleaved repetition by repetition, so machine load drifts on both
-alike: the ratios are what to quote, the absolute times depend on the machine.
+(the same page plus one three-bar Plotly chart), shows what the chart library alone costs a page; a third,
+bench/apps/sized_page.py (the Pipeline or ZeRO page's kinds and numbers of elements, nothing computed), what
+Streamlit alone costs a page that size. All are measured in one Chromium, interleaved repetition by repetition,
+so machine load drifts on all alike: the ratios are what to quote, the absolute times depend on the machine.
 
 Per link, in a fresh browser context (cold HTTP cache, a new Streamlit session), times from navigation
 start (the page's own performance clock, so playwright's overhead is not in them):
@@ -42,6 +43,7 @@ from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_com
 
 BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
 PLOTLY_APP = ROOT / "bench" / "apps" / "bare_plotly.py"
+SIZED_APP = ROOT / "bench" / "apps" / "sized_page.py"
 VIEWPORT = {"width": 1400, "height": 1000}
 QUIET_S = 1.5  # the page must stay drawn this long before "whole page" is taken
 STEP_QUIET_S = 0.5  # and this long after a step before the next one starts
@@ -67,6 +69,14 @@ BARE = Target("bare page", "/?n=12", "n squared", ".st-key-n input[type=range]",
 BARE_BOX = Target("bare-box", "/?n=12", "k doubled", ".st-key-k input", ("512", "256", "2048", "128", "4096"), "")
 # The same page plus one small Plotly chart: what the chart library alone adds (bench/apps/bare_plotly.py).
 PLOTLY = Target("plotly-floor", "/?n=12", "n squared", ".st-key-n input[type=range]", (), "")
+# Pages with the Pipeline and ZeRO pages' kinds and numbers of elements and nothing computed: Streamlit's own
+# cost for a page that size (bench/apps/sized_page.py). Keyed by the target they stand beside.
+SIZED = {
+    "pipeline": Target("sized-pipeline", "/?p=6", "Makespan", ".st-key-p input[type=range]", (), ""),
+    "zero": Target("sized-zero", "/?of=zero&nd=1024", "Per GPU", ".st-key-nd input",
+                   ("512", "256", "2048", "128", "4096", "96", "8192", "48", "384", "768", "1536", "3072", "192",
+                    "640", "320", "24"), ""),
+}
 TARGETS = (
     Target("pipeline", "/pipeline?schedule=1f1b&p=6&m=12", "Makespan", ".st-key-p input[type=range]", (),
            "from core.pipeline.result import PipelineParams\n"
@@ -236,7 +246,7 @@ def core_seconds(target: Target, value: str, runs: int = 1) -> float:
 
 
 def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...], reps: int,
-                 plotly: str | None = None, steps: int = 3) -> dict[str, Series]:
+                 plotly: str | None = None, steps: int = 3, sized: str | None = None) -> dict[str, Series]:
     """Interleave: each repetition opens the bare page, then every (server, target) in a shuffled order.
 
     servers: {label: base URL}, e.g. {"": app} or {"before": baseline, "after": app}; a result is keyed
@@ -247,6 +257,8 @@ def side_by_side(servers: dict[str, str], bare: str, targets: tuple[Target, ...]
     runs = [(f"{t.name} {label}".strip(), url, t) for t in targets for label, url in servers.items()]
     if plotly is not None:
         runs.insert(0, (PLOTLY.name, plotly, PLOTLY))
+    if sized is not None:
+        runs[:0] = [(SIZED[t.name].name, sized, SIZED[t.name]) for t in targets if t.name in SIZED]
     runs.insert(0, (BARE_BOX.name, bare, BARE_BOX))
     results = {name: Series() for name in [BARE.name, *(r[0] for r in runs)]}
     with sync_playwright() as pw:
@@ -280,12 +292,12 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
     p_whole = results[PLOTLY.name].median("whole") if PLOTLY.name in results else float("nan")
     # a step typed into a number box is measured against the bare page's number box, a slider against its slider
     f_box = results[BARE_BOX.name].median("step") if BARE_BOX.name in results else f_step
-    print(f"\n{'link':<52} {'first':>6} {'x floor':>7} {'whole':>6} {'x floor':>7} {'x plotly':>8} {'step':>5} "
-          f"{'core':>6} {'x (floor step + core)':>21}")
-    print(f"{'bare page ' + BARE.path:<52} {f_first:6.2f} {1:7.2f} {f_whole:6.2f} {1:7.2f} {'':>8} {f_step:5.2f} "
-          f"{0:6.3f} {1:21.2f}")
+    print(f"\n{'link':<52} {'first':>6} {'x floor':>7} {'whole':>6} {'x floor':>7} {'x plotly':>8} {'x sized':>7} "
+          f"{'step':>5} {'core':>6} {'x (floor step + core)':>21} {'x (sized step + core)':>21}")
+    print(f"{'bare page ' + BARE.path:<52} {f_first:6.2f} {1:7.2f} {f_whole:6.2f} {1:7.2f} {'':>8} {'':>7} "
+          f"{f_step:5.2f} {0:6.3f} {1:21.2f}")
     for name, s in results.items():
-        t = next((t for t in (PLOTLY, BARE_BOX, *TARGETS) if name.split()[0] == t.name), None)
+        t = next((t for t in (PLOTLY, *SIZED.values(), BARE_BOX, *TARGETS) if name.split()[0] == t.name), None)
         if t is None:
             continue
         label = name[len(t.name):].strip()
@@ -296,10 +308,15 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
         fs = f_step if "type=range" in t.step else f_box
         r_step = statistics.median(x / (fs + cores.get((t.name, v), 0.0)) for v, x in stepped) \
             if stepped else float("nan")
-        kind = {PLOTLY.name: "plotly floor ", BARE_BOX.name: "bare page, number box "}.get(t.name, "")
+        sized = results.get(SIZED[t.name].name) if t.name in SIZED else None  # Streamlit's floor for this size
+        s_whole = sized.median("whole") if sized else float("nan")
+        s_step = statistics.median(x / (sized.median("step") + cores.get((t.name, v), 0.0)) for v, x in stepped) \
+            if sized and stepped else float("nan")
+        kind = {PLOTLY.name: "plotly floor ", BARE_BOX.name: "bare page, number box ",
+                **{x.name: f"sized floor ({k}) " for k, x in SIZED.items()}}.get(t.name, "")
         path = kind + t.path + (f" ({label})" if label else "")
-        print(f"{path:<52} {first:6.2f} {r_first:7.2f} {whole:6.2f} {r_whole:7.2f} {whole / p_whole:8.2f} {step:5.2f} "
-              f"{core:6.3f} {r_step:21.2f}")
+        print(f"{path:<52} {first:6.2f} {r_first:7.2f} {whole:6.2f} {r_whole:7.2f} {whole / p_whole:8.2f} "
+              f"{whole / s_whole:7.2f} {step:5.2f} {core:6.3f} {r_step:21.2f} {s_step:21.2f}")
         what = f"browser {path}"
         rows += [
             {"benchmark": f"{what}: first number / bare page's", "value": r_first, "unit": "x", "target": "<= 1.3"},
@@ -310,12 +327,20 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
              "value": r_step, "unit": "x",
              "target": "<= 1.3"},
         ]
+        if sized:
+            rows += [
+                {"benchmark": f"{what}: whole page drawn / a Streamlit page of its size", "value": whole / s_whole,
+                 "unit": "x", "target": ""},
+                {"benchmark": f"{what}: step / (a Streamlit page of its size's step + core)", "value": s_step,
+                 "unit": "x", "target": "<= 1.3"},
+            ]
     for name, s in results.items():
         for e in s.errors():
             print(f"  error ({name}): {e}")
     n_steps = sum(len(x.steps) for x in floor.samples)
     print(f"(medians of {len(floor.samples)} repetitions, {n_steps} steps; floor = bench/apps/bare_page.py, plotly "
-          "floor = bench/apps/bare_plotly.py, each served by its own server in the same run)")
+          "floor = bench/apps/bare_plotly.py, sized = bench/apps/sized_page.py for the page's size, each served by "
+          "its own server in the same run)")
     return rows
 
 
@@ -399,15 +424,16 @@ def run(reps: int, targets: tuple[Target, ...], baseline: Path | None = None,
         bare = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(BARE_APP),
                                           "--server.headless=true", f"--server.port={free_port()}"],
                                          "bench-browser-bare.log"))
-        plotly = stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(PLOTLY_APP),
-                                            "--server.headless=true", f"--server.port={free_port()}"],
-                                           "bench-browser-plotly.log"))
+        plotly, sized = (stack.enter_context(serve([sys.executable, "-m", "streamlit", "run", str(path),
+                                                    "--server.headless=true", f"--server.port={free_port()}"],
+                                                   f"bench-browser-{path.stem}.log"))
+                         for path in (PLOTLY_APP, SIZED_APP))
         servers = {"": app}
         if baseline is not None:
             command = server_command(free_port())
             command[command.index("app.py")] = str(baseline / "app.py")
             servers = {"before": stack.enter_context(serve(command, "bench-browser-baseline.log")), "after": app}
-        results = side_by_side(servers, bare, targets, reps, plotly, steps)
+        results = side_by_side(servers, bare, targets, reps, plotly, steps, sized)
     values = {(name.split()[0], v) for name, s in results.items() for x in s.samples for v, _ in x.steps}
     cores = {(t.name, v): core_seconds(t, v) for t in targets for name, v in sorted(values) if name == t.name}
     if firsts is not None:
