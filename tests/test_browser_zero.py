@@ -51,12 +51,14 @@ def test_inputs_update_chart_and_url_and_the_url_reproduces_the_view(page, brows
     assert metric(page, "ZeRO-1 per GPU").inner_text() == "30.09 GB"
 
     page.locator(".st-key-unit").get_by_text("GiB", exact=True).click()
-    page.wait_for_url(re.compile(r"[?&]unit=GiB\b"))
+    # both values in the URL: a link copied now must not lose N_d (a flaky run once reopened with N_d = 64)
+    page.wait_for_url(lambda url: re.search(r"[?&]unit=GiB\b", url) and re.search(r"[?&]nd=1024\b", url))
     metric(page, "ZeRO-3 per GPU").filter(has_text="GiB").wait_for()
     wait_chart_text(page, "zero_bars", "GiB")
     page.wait_for_function(  # the rerun is over: no element is left stale from the previous run
         "() => !document.querySelector('[data-stale=\"true\"]')")
     shared, before = page.url, chart_text(page, "zero_bars")
+    assert "nd=1024" in shared and "unit=GiB" in shared, shared
     assert "✓ 0.11fits" in before and "per GPU, GiB (2^30 B)" in before  # 120e9 / 1024 bytes in GiB
     assert page.locator(".st-key-nd input").input_value() == "1024"
 
