@@ -21,7 +21,7 @@ from core.params.memory import ZeroParams
 from core.params.planner import PlannerParams
 from core.pipeline import formulas
 from core.pipeline.result import PipelineParams, simulate
-from core.planner import candidates
+from core.planner import candidates, factors
 from core.planner import plan as planner
 from core.planner.recommend import recommend
 from core.units import GIB
@@ -199,7 +199,7 @@ def test_every_factorisation_of_g_is_a_row_infeasible_ones_with_their_reason():
     q = PlannerParams(model="custom", layers=256, hidden=12288, heads=96, ffn=49152, vocab=50000, gpu="h100-80gb",
                       gpus=256, batch=256, zero="1", schedule="1f1b", recompute="full", sp="off", mb_sizes=(1,))
     f = planner.plan(q).frame
-    every = {(t, p, 256 // (t * p)) for t in candidates.divisors(256) for p in candidates.divisors(256 // t)}
+    every = {(t, p, 256 // (t * p)) for t in factors.divisors(256) for p in factors.divisors(256 // t)}
     assert set(map(tuple, f[["t", "p", "d"]].to_numpy().tolist())) == every
     by_layout = {(r.t, r.p): r.reasons for r in f.itertuples()}
     assert by_layout[(64, 1)][0] == "t does not divide the heads: t = 64 cannot split the 96 heads (96 key/value " \

@@ -329,3 +329,13 @@ def test_csv_writes_rank_as_a_whole_number_and_leaves_it_empty_for_infeasible_ro
     feasible = [r for r in rows if r["feasible"] == "True"]
     assert [r["rank"] for r in feasible[:3]] == ["1", "2", "3"]
     assert all(r["rank"] == "" for r in rows if r["feasible"] == "False")
+
+
+def test_divisors_are_every_split_of_a_count():
+    from core.planner.factors import divisors
+
+    assert divisors(1) == [1]
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert divisors(49) == [1, 7, 49]  # a square counts its root once
+    assert divisors(16384) == [2 ** k for k in range(15)]
+    assert divisors(97) == [1, 97]

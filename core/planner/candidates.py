@@ -7,7 +7,6 @@ candidate, minus combinations that are not layouts at all.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import pandas as pd
@@ -19,6 +18,7 @@ from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULE
 from core.pipeline.schedules import chunks_per_device
 from core.planner import cp_ep, frameworks
 from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame
+from core.planner.factors import divisors
 
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
 
@@ -34,11 +34,6 @@ def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str
     if precision == "fp8" and gpu.tflops_fp8 is None:
         raise InputError(f"precision: {gpu.name} has no FP8 tensor cores; choose bf16, fp16 or auto")
     return model, gpu, precision
-
-
-def divisors(n: int) -> list[int]:
-    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
-    return sorted(set(small + [n // k for k in small]))
 
 
 def tp_allowed(model: presets.ModelConfig, t: int) -> bool:

@@ -24,10 +24,7 @@ from core.memory.context_parallel import ring_buffer_bytes
 from core.memory.offload import placement
 from core.model.counts import attention_core_width
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
-
-
-def divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+from core.planner.factors import divisors
 
 
 def cp_values(q: PlannerParams, model) -> list[int]:
