@@ -2,6 +2,7 @@
 
 `--from-csv FILE` times a PyTorch action table instead (torch.distributed.pipelining's CSV, one row per rank): the
 order a job really runs, with your --tf --tb --tw --tcomm, in the same output formats (--json has the same keys).
+`--frontier` and `--compare NAME [--equal-memory]` print the Pipeline page's comparisons (core/cli/compare.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import spec_args
+from core.cli import compare, spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
@@ -36,12 +37,15 @@ def build(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--csv-actions", action="store_true",
                      help="print the PyTorch torch.distributed.pipelining action table (one CSV row per rank)")
     out.add_argument("--chrome-trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON to FILE")
+    compare.build(parser)
 
 
 COSTS = ("tf", "tb", "tw", "tcomm")
 
 
 def run(args: argparse.Namespace) -> int:
+    if compare.wanted(args):
+        return compare.run(args, PipelineParams(**spec_args.collect(args, PIPELINE)))
     if args.from_csv:
         result = _imported(args)
     else:

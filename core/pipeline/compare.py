@@ -20,7 +20,7 @@ from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.schedules import REGISTRY, estimated_ops
 
 M_MAX = int(PIPELINE["m"].hi)
-FRONTIER_OPS = MAX_OPS // 4  # per schedule: above this the frontier is not drawn on the page (CLI has no limit)
+FRONTIER_OPS = MAX_OPS // 4  # per schedule: above this a schedule is left out of the frontier (page and CLI alike)
 
 
 def peak_activation(params: PipelineParams) -> float:
