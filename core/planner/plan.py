@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pandas.api.internals import create_dataframe_from_blocks
 
 from core.cost import step_time
 from core.memory import states as memory
@@ -169,28 +170,50 @@ def _names(names: tuple[str, ...], codes: np.ndarray) -> np.ndarray:
 def _ranked_frame(columns: dict, n: int, outside: pd.DataFrame, counts: np.ndarray) -> pd.DataFrame:
     """The candidates' columns (arrays of n, or scalars) and the excluded rows as one ranked frame (`_rank`'s order),
     sorted as arrays and built once: the same frame as building, concatenating and sorting it in pandas. `counts`:
-    how many reasons each candidate has."""
+    how many reasons each candidate has.
+
+    A re-plan builds this frame every time (about 60 columns of 100,000 rows), so each column is copied once into a
+    block of its dtype and the blocks are sorted and handed to pandas whole: concatenating, sorting and letting
+    pandas consolidate column by column copied every value three times."""
     def column(v) -> np.ndarray:
         if isinstance(v, list):  # tuples per candidate (reasons, warnings): an object array of them
             return np.fromiter(v, dtype=object, count=n)
         return np.broadcast_to(v, (n,)) if np.ndim(v) == 0 else v
 
     arrays = {k: column(columns[k]) for k in COLUMNS}
-    kept = set()  # object columns pandas would keep as object after concatenating the excluded rows
-    if len(outside):
-        kept = {k for k in COLUMNS if outside[k].dtype == object}
-        arrays = {k: np.concatenate([v.astype(object) if k in kept else v, outside[k].to_numpy()])
-                  for k, v in arrays.items()}
-    if len(outside):
+    more = {k: outside[k].to_numpy() for k in COLUMNS} if len(outside) else {}
+    total = n + len(outside)
+
+    def joined(k: str) -> np.ndarray:
+        return np.concatenate([arrays[k], more[k]]) if more else arrays[k]
+
+    if more:
         counts = np.concatenate([counts, outside["reasons"].map(len).to_numpy(dtype=np.int64)])
-    order = np.lexsort((arrays["p"], arrays["t"], -np.nan_to_num(arrays["headroom_bytes"], nan=-np.inf),
-                        np.nan_to_num(arrays["step_time_s"], nan=np.inf), counts,
-                        ~arrays["feasible"].astype(bool)))
-    frame = pd.DataFrame({k: pd.Series(v[order], dtype=object) if k in kept else np.asarray(v)[order]
-                          for k, v in arrays.items()})
-    count = int(frame["feasible"].sum())
-    frame.loc[: count - 1, "rank"] = np.arange(1, count + 1, dtype=float) if count else []
-    return frame
+    order = np.lexsort((joined("p"), joined("t"), -np.nan_to_num(joined("headroom_bytes"), nan=-np.inf),
+                        np.nan_to_num(joined("step_time_s"), nan=np.inf), counts, ~joined("feasible").astype(bool)))
+    # Each column's dtype after concatenating: object where the excluded rows' column is (pandas would keep it so).
+    kept = {k for k in COLUMNS if more and outside[k].dtype == object}
+    dtypes = {k: np.result_type(v.dtype, more[k].dtype) if more else v.dtype for k, v in arrays.items()}
+    blocks = []
+    for dtype in dict.fromkeys(dtypes.values()):
+        names = [k for k in COLUMNS if dtypes[k] == dtype]
+        block = np.empty((len(names), total), dtype=dtype)
+        for row, k in enumerate(names):
+            block[row, :n] = arrays[k]
+            if more:
+                block[row, n:] = more[k]
+        block = np.take(block, order, axis=1)
+        if "rank" in names:  # feasible rows come first: ranks 1, 2, ... (NaN for the infeasible)
+            count = int(np.count_nonzero(joined("feasible")))
+            block[names.index("rank"), :count] = np.arange(1, count + 1, dtype=float)
+        if dtype.kind == "O":  # as pd.DataFrame(dict) infers them (all str: pandas' str dtype) unless kept as object
+            for row, k in enumerate(names):
+                inferred = None if k in kept else pd.DataFrame({k: block[row]})[k]
+                blocks.append((block[row:row + 1] if inferred is None or inferred.dtype == object else inferred.array,
+                               np.array([COLUMNS.index(k)], dtype=np.intp)))
+            continue
+        blocks.append((block, np.array([COLUMNS.index(k) for k in names], dtype=np.intp)))
+    return create_dataframe_from_blocks(blocks, pd.RangeIndex(total), pd.Index(list(COLUMNS)))
 
 
 def _rank(frame: pd.DataFrame) -> pd.DataFrame:
