@@ -11,10 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.params.memory import RECOMPUTE_MODES
+from core.params.planner import SEARCH_SCHEDULES
 from core.planner import frameworks
+from core.planner.candidates import OFFLOAD_MODES
 from core.planner.groups import distinct
 from core.planner.simulation import MAX_SIM_M
 from core.units import GB
+
+# What a framework's refusal depends on (candidate columns; schedule, recompute and offload as codes).
+_SETTING = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "fp8")
 
 
 @dataclass(frozen=True)
@@ -83,8 +89,7 @@ class Checks:
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked")
         nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
-        setting = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "fp8")
-        add(nobody, None, *(c[k] for k in setting),
+        add(nobody, None, *(c[k] for k in _SETTING),
             texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
             c["t"])
@@ -99,14 +104,11 @@ class Checks:
 
 
 def _refusals(c: dict, rows: np.ndarray, model) -> list[str]:
-    """The first reason each framework gives for not running each candidate of `rows`."""
-    cols = [c[k][rows].tolist() for k in ("t", "p", "zero", "schedule_name", "sp", "recompute_name", "offload_name",
-                                          "cp", "ep", "fp8")]
+    """The first reason each framework gives for not running each candidate of `rows`. A re-plan asks this for
+    thousands of distinct settings: each is looked up by its integer codes (cheap to hash), not by its names."""
+    codes = np.stack([c[k][rows].astype(np.int64) for k in _SETTING], axis=1).tolist()
     moe = model.is_moe or model.mla is not None
-    return [_refusal_text((int(t), int(p), int(z), str(s), bool(sp), str(r), str(o)),
-                          (("kv_heads", model.kv_heads), ("cp", int(cp)), ("ep", int(ep)), ("fp8", bool(f8)),
-                           ("moe", moe)))
-            for t, p, z, s, sp, r, o, cp, ep, f8 in zip(*cols, strict=True)]
+    return [_refusal_text(tuple(row), model.kv_heads, moe) for row in codes]
 
 
 def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,9 +140,13 @@ def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _refusal_text(args: tuple, more: tuple) -> str:
-    """_refusals for one setting (many candidates share it: they differ only in d, b or m)."""
-    return "; ".join(f.refusals(*args, cite=False, **dict(more))[0] for f in frameworks.TABLE.values())
+def _refusal_text(codes: tuple, kv_heads, moe: bool) -> str:
+    """_refusals for one setting (many candidates share it: they differ only in d, b or m), given as the codes of
+    _SETTING (schedule, recompute and offload as their positions in the planner's fixed tuples of names)."""
+    t, p, zero, schedule, sp, recompute, offload, cp, ep, fp8 = codes
+    args = (t, p, zero, SEARCH_SCHEDULES[schedule], bool(sp), RECOMPUTE_MODES[recompute], OFFLOAD_MODES[offload])
+    more = {"kv_heads": kv_heads, "cp": cp, "ep": ep, "fp8": bool(fp8), "moe": moe}
+    return "; ".join(f.refusals(*args, cite=False, **more)[0] for f in frameworks.TABLE.values())
 
 
 def warnings(c, model) -> list:
