@@ -17,6 +17,7 @@ from core.memory.offload import placement
 from core.model import presets
 from core.planner import cp_ep
 from core.planner.candidates import OFFLOAD_MODES
+from core.planner.groups import distinct
 
 
 def embedding_params(model: presets.ModelConfig) -> float:
@@ -59,13 +60,16 @@ def states(model, bpp, c: dict) -> dict[str, np.ndarray]:
             placed = placement(psi_rank[sel], d[sel], zero[sel], mode, largest_layer=layer[sel], **kw)
             on_gpu[sel] = placed.gpu_total
     working = np.zeros(t.size)
-    gathered = (zero == 3) & (c["offload"] != 2)  # ZeRO-Infinity's streamed layer is in placement() already
-    for tt, pp, dd in {tuple(x) for x in np.stack([t, p, d], 1)[gathered].tolist()}:
-        sel = gathered & (t == tt) & (p == pp) & (d == dd)
-        psi1, layer1 = float(psi_rank[sel][0]), float(layer[sel][0])
-        blocks = max(1, min(math.ceil(model.layers / pp), int(psi1 // layer1)))
-        peak = fsdp_peak(psi1, dd, blocks, layer1, "block", prefetch=True, **kw)
-        working[sel] = peak.peak - peak.sharded
+    gathered = np.flatnonzero((zero == 3) & (c["offload"] != 2))  # ZeRO-Infinity's streamed layer is in placement()
+    if gathered.size:  # once per distinct (t, p, d), broadcast back (not one pass over every candidate per setting)
+        rows, first, inverse = distinct([t[gathered], p[gathered], d[gathered]])
+        peaks = np.empty(len(rows))
+        for j, ((_, pp, dd), i) in enumerate(zip(rows.tolist(), gathered[first].tolist(), strict=True)):
+            psi1, layer1 = float(psi_rank[i]), float(layer[i])
+            blocks = max(1, min(math.ceil(model.layers / pp), int(psi1 // layer1)))
+            peak = fsdp_peak(psi1, dd, blocks, layer1, "block", prefetch=True, **kw)
+            peaks[j] = peak.peak - peak.sharded
+        working[gathered] = peaks[inverse]
     return {"psi_rank": psi_rank, "model_state_bytes": states, "states_on_gpu_bytes": on_gpu,
             "zero3_working_bytes": working}
 
