@@ -19,6 +19,7 @@ from core.pipeline.schedules import chunks_per_device
 from core.planner import cp_ep, frameworks
 from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame
 from core.planner.factors import divisors
+from core.planner.groups import distinct
 
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
 
@@ -179,15 +180,18 @@ def grid(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfig) -> t
     c["recompute_name"] = np.array(RECOMPUTE_MODES)[c["recompute"]]
     c["offload_name"] = np.array(OFFLOAD_MODES)[c["offload"]]
     c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
-    runs_on = frameworks.which(c["t"], c["p"], c["zero"], names, c["sp"], c["recompute_name"], c["offload_name"],
-                               model.kv_heads, c["cp"], c["ep"], q.precision == "fp8",
-                               model.is_moe or model.mla is not None)
+    # Which frameworks run each candidate depends on its setting, not on d or b: asked once per distinct setting.
+    _, first, inverse = distinct([c[k] for k in ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp",
+                                                 "ep")])
+    runs_on = np.empty(first.size, dtype=object)
+    runs_on[:] = frameworks.which(c["t"][first], c["p"][first], c["zero"][first], names[first], c["sp"][first],
+                                  c["recompute_name"][first], c["offload_name"][first], model.kv_heads,
+                                  c["cp"][first], c["ep"][first], q.precision == "fp8",
+                                  model.is_moe or model.mla is not None)
+    c["frameworks"] = runs_on[inverse]
     if q.framework != "any":
-        keep = np.array([q.framework in r for r in runs_on], dtype=bool)
+        keep = np.array([q.framework in r for r in runs_on.tolist()], dtype=bool)[inverse]
         c = {k: v[keep] for k, v in c.items()}
-        runs_on = [r for r, k in zip(runs_on, keep, strict=True) if k]
         notes.append(frameworks.framework(q.framework).summary())
-    c["frameworks"] = np.empty(len(runs_on), dtype=object)
-    c["frameworks"][:] = runs_on
     return c, notes
 
