@@ -49,14 +49,18 @@ class Checks:
         n = c["t"].size
         found: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (candidates, text of each, texts) per check
 
-        def add(mask, text, *keys, texts_of=None) -> None:
+        def add(mask, text, *keys, texts_of=None, by=None) -> None:
             """text(i) for every candidate i in `mask`; with `keys` (the integer columns the text depends on),
             once per distinct combination of them, shared by every candidate that has it (`texts_of(rows)`: the
-            texts of several candidates at once)."""
+            texts of several candidates at once); with `by` (the one float column it depends on), once per
+            distinct value."""
             idx = np.flatnonzero(mask)
             if not idx.size:
                 return
-            if keys:
+            if by is not None:  # thousands of candidates, a few hundred distinct bytes: format each value once
+                _, first, inverse = np.unique(by[idx], return_index=True, return_inverse=True)
+                found.append((idx, inverse.ravel(), [text(i) for i in idx[first].tolist()]))
+            elif keys:
                 _, first, inverse = distinct([np.broadcast_to(k, (n,))[idx] for k in keys])
                 rows = idx[first]
                 found.append((idx, inverse, texts_of(rows) if texts_of else [text(i) for i in rows.tolist()]))
@@ -80,14 +84,15 @@ class Checks:
             add(refused, lambda i: why[self.refused[i]])
         full = self.floor > self.usable
         add(self.hopeless & full, lambda i: f"does not fit: {self.floor[i] / GB:,.1f} GB per GPU even with one "
-                                            f"micro-batch in flight > {self.usable / GB:,.1f} GB usable")
+                                            f"micro-batch in flight > {self.usable / GB:,.1f} GB usable", by=self.floor)
         add(self.hopeless & ~full, lambda i: f"too little headroom: at most {(self.usable - self.floor[i]) / GB:,.1f} "
                                              f"GB free even with one micro-batch in flight < {self.need / GB:,.1f} GB "
-                                             "asked")
+                                             "asked", by=self.floor)
         over = self.over & (self.total > self.usable)
-        add(over, lambda i: f"does not fit: {self.total[i] / GB:,.1f} GB per GPU > {self.usable / GB:,.1f} GB usable")
+        add(over, lambda i: f"does not fit: {self.total[i] / GB:,.1f} GB per GPU > {self.usable / GB:,.1f} GB usable",
+            by=self.total)
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
-                                         f"{self.need / GB:,.1f} GB asked")
+                                         f"{self.need / GB:,.1f} GB asked", by=self.total)
         nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
         add(nobody, None, *(c[k] for k in _SETTING),
             texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
