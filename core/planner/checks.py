@@ -154,13 +154,15 @@ def _refusal_text(codes: tuple, kv_heads, moe: bool) -> str:
     return "; ".join(f.refusals(*args, cite=False, **more)[0] for f in frameworks.TABLE.values())
 
 
-def warnings(c, model) -> list:
-    """Allowed but worth saying: layers that do not divide evenly over the pipeline's stages."""
+def warnings(c, model) -> np.ndarray:
+    """Allowed but worth saying: layers that do not divide evenly over the pipeline's stages. An object array of
+    tuples, one shared tuple per distinct text (built per stage count, not per candidate)."""
     n_chunks = c["p"] * c["chunks"]
     uneven = (model.layers % n_chunks != 0) & (n_chunks <= model.layers)
-    out: list[tuple[str, ...]] = [()] * n_chunks.size
-    for k in np.unique(n_chunks[uneven]).tolist():
-        text = (f"uneven stages: {model.layers} layers over {k} stages, the fullest holds {-(-model.layers // k)}",)
-        for i in np.flatnonzero(uneven & (n_chunks == k)).tolist():
-            out[i] = text
-    return out
+    counts = np.unique(n_chunks[uneven]).tolist()
+    texts = np.empty(len(counts) + 1, dtype=object)
+    texts[:] = [()] + [(f"uneven stages: {model.layers} layers over {k} stages, the fullest holds "
+                        f"{-(-model.layers // k)}",) for k in counts]
+    which = np.zeros(n_chunks.size, dtype=np.int64)
+    which[uneven] = np.searchsorted(counts, n_chunks[uneven]) + 1 if counts else 0
+    return texts[which]
