@@ -7,6 +7,7 @@ The checks themselves are numpy masks computed by core.planner.plan; only the ma
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ class Checks:
             by=self.total)
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked", by=self.total)
-        nobody = np.array([not f for f in c["frameworks"]], dtype=bool)
+        nobody = np.fromiter(map(operator.not_, c["frameworks"].tolist()), dtype=bool, count=n)
         add(nobody, None, *(c[k] for k in _SETTING),
             texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",

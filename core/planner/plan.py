@@ -72,9 +72,9 @@ def plan(q: PlannerParams) -> PlanResult:
     batch_ok = (B % per_step == 0) & (per_step <= B)
     c["m"] = np.where(batch_ok, B // np.maximum(per_step, 1), 0)
     min_m = np.where(c["p"] > 1, c["p"], 1)  # a pipeline that never fills is flagged, whatever the schedule
-    for name in set(c["schedule_name"].tolist()):  # and what the engine itself requires (DualPipeV: 2p)
-        sel = c["schedule_name"] == name
-        min_m = np.where(sel, np.maximum(min_m, REGISTRY[name].min_m(c["p"])), min_m)
+    for code in np.unique(c["schedule"]).tolist():  # and what the engine itself requires (DualPipeV: 2p)
+        sel = c["schedule"] == code  # by code: comparing 100,000 names as strings costs a re-plan milliseconds
+        min_m = np.where(sel, np.maximum(min_m, REGISTRY[SEARCH_SCHEDULES[code]].min_m(c["p"])), min_m)
     fills = c["m"] >= min_m
     m_ok = c["m"] <= MAX_SIM_M
     crosses = c["t"] > gpu.gpus_per_node
@@ -155,7 +155,7 @@ def plan(q: PlannerParams) -> PlanResult:
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
         "feasible": feasible, "reasons": reasons, "warnings": warnings(c, model), "frameworks": c["frameworks"],
     }, n, outside, counts)
-    if any("simulation budget" in r for r in set(refused.tolist())):
+    if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
