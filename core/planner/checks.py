@@ -128,20 +128,24 @@ def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]
     ids: dict[str, int] = {}  # one number per distinct text (settings that differ can share a refusal)
     number = np.array([ids.setdefault(t, len(ids)) for _, _, ts in found for t in ts], dtype=np.int64)
     texts = list(ids)
-    offsets = np.cumsum([0] + [len(ts) for _, _, ts in found[:-1]])
-    who = np.concatenate([idx for idx, _, _ in found])
-    text = number[np.concatenate([which + o for (_, which, _), o in zip(found, offsets, strict=True)])]
-    order = np.argsort(who, kind="stable")  # by candidate, in check order within each
-    who, text = who[order], text[order]
-    counts = np.bincount(who, minlength=n)
-    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
-    group = np.cumsum(np.r_[False, who[1:] != who[:-1]])
-    codes = np.full((starts.size, int(counts.max())), -1, dtype=np.int64)  # each candidate's text numbers, padded
-    codes[group, np.arange(who.size) - starts[group]] = text
+    counts = np.zeros(n, dtype=np.int64)
+    for idx, _, _ in found:
+        counts[idx] += 1
+    # Each candidate's text numbers in check order, padded with -1: filled check by check (each check names a
+    # candidate at most once), no sort of every (candidate, text) pair.
+    codes = np.full((n, int(counts.max())), -1, dtype=np.int64)
+    filled = np.zeros(n, dtype=np.int64)
+    offset = 0
+    for idx, which, ts in found:
+        codes[idx, filled[idx]] = number[which + offset]
+        filled[idx] += 1
+        offset += len(ts)
+    has = np.flatnonzero(counts)
+    codes = codes[has]
     rows, _, inverse = distinct(list(codes.T))
     table = np.empty(len(rows), dtype=object)
     table[:] = [tuple(texts[j] for j in row if j >= 0) for row in rows.tolist()]
-    out[who[starts]] = table[inverse]
+    out[has] = table[inverse]
     return out, counts
 
 
