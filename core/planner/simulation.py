@@ -119,14 +119,17 @@ def clear_cache() -> None:
     _COMPILED.clear()
 
 
-def simulated_costs(schedule, tf, tb, tw, first, last, p) -> dict[str, np.ndarray]:
+def simulated_costs(schedule, tf, tb, tw, first, last, p, split=None) -> dict[str, np.ndarray]:
     """The costs a candidate is simulated with, relative to its t_f: t_b / t_f and t_w / t_f (t_w folded into t_b
     where the schedule does not split the backward) and the first and last stage's cost factors, each rounded to
-    RATIO_STEP / FACTOR_STEP (the factors to 1 when p = 1). The Pipeline page link carries exactly these."""
-    names = np.asarray(schedule)
-    split = np.zeros(names.shape, dtype=bool)
-    for name in set(names.ravel().tolist()):  # a handful of schedules over many candidates
-        split[names == name] = REGISTRY[name].split_backward
+    RATIO_STEP / FACTOR_STEP (the factors to 1 when p = 1). The Pipeline page link carries exactly these.
+    `split`: whether each schedule splits the backward, when the caller has it already (the planner, from the
+    schedules' codes: deriving it from 100,000 names costs a re-plan milliseconds)."""
+    if split is None:
+        names = np.asarray(schedule)
+        split = np.zeros(names.shape, dtype=bool)
+        for name in set(names.ravel().tolist()):  # a handful of schedules over many candidates
+            split[names == name] = REGISTRY[name].split_backward
     step = np.where(split, RATIO_STEP[True], RATIO_STEP[False])
     tf = np.maximum(np.asarray(tf, dtype=float), 1e-30)
     b = np.where(split, tb, np.asarray(tb) + np.asarray(tw)) / tf
@@ -140,7 +143,8 @@ def simulated_costs(schedule, tf, tb, tw, first, last, p) -> dict[str, np.ndarra
 def sim_codes(c: dict, costs: step_time.StageCosts) -> np.ndarray:
     """Per candidate, the integer simulation key: schedule, p, m, v, split, then simulated_costs in steps."""
     first, last = costs.factors(c["chunks"])
-    q = simulated_costs(c["schedule_name"], costs.tf, costs.tb, costs.tw, first, last, c["p"])
+    split = np.array([REGISTRY[s].split_backward for s in SEARCH_SCHEDULES])[c["schedule"]]
+    q = simulated_costs(c["schedule_name"], costs.tf, costs.tb, costs.tw, first, last, c["p"], split)
     step = np.where(q["split"], RATIO_STEP[True], RATIO_STEP[False])
     codes = [np.round(q["tb"] / step), np.round(q["tw"] / step), np.round((q["first"] - 1.0) / FACTOR_STEP),
              np.round((q["last"] - 1.0) / FACTOR_STEP)]
