@@ -63,6 +63,7 @@ veil = st.get_option(f"theme.{'dark' if dark else 'light'}.backgroundColor") or 
 check_compare_url()
 show_notices(sync_url({**PIPELINE, **VIEW}) + compare_notices())
 
+
 @st.fragment
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""

@@ -21,6 +21,7 @@ EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
 page_header("planner")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
 
+
 @st.fragment
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""

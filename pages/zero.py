@@ -21,6 +21,7 @@ SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.ACT, **zp.WRAP, **zp.DEMO}
 page_header("zero")
 show_notices(sync_url(SPECS))  # every key checked before any widget exists, shown ones or not
 
+
 @st.fragment
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""

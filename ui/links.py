@@ -146,7 +146,7 @@ _SLOT = "_ui_share_slot"  # session state: app.py's sidebar slot for the share l
 def share_slot(container: Any) -> None:
     """Where copy_link_box draws by default (app.py: a sidebar container under the presentation toggle).
 
-    Kept in session state, not in the run: a page's fragment (ui.layout) reruns without app.py and must
+    Kept in session state, not in the run: a page's fragment (pages/*.py `body`) reruns without app.py and must
     redraw the link in the same slot.
     """
     st.session_state[_SLOT] = container
