@@ -4,7 +4,17 @@ loses, the recommendation in plain words, and configs to paste. Inputs -> core (
 import streamlit as st
 
 from core.errors import InputError
-from core.params.planner import ASSUMPTIONS, GPU_KEYS, MODEL_KEYS, PLAN, SEARCH, TARGET, VIEW, PlannerParams
+from core.params.planner import (
+    ANY_MODEL_KEYS,
+    ASSUMPTIONS,
+    GPU_KEYS,
+    MODEL_KEYS,
+    PLAN,
+    SEARCH,
+    TARGET,
+    VIEW,
+    PlannerParams,
+)
 from core.units import fmt_bytes
 from ui import cache_planner as cp
 from ui import figures_planner as fp
@@ -60,16 +70,18 @@ def body() -> None:
         v[key] = spec_input(PLAN[key], container=col)
     for col, key in zip(st.columns([3, 3, 6]), TARGET, strict=False):
         v[key] = spec_input(TARGET[key], container=col)
-    if v["model"] == "custom":
-        with st.expander("Custom model (the parameter count is derived when left at 0)", expanded=True):
-            cols = st.columns(5)
-            for i, key in enumerate(MODEL_KEYS):
-                v[key] = spec_input(PLAN[key], container=cols[i % 5])
-    if v["gpu"] == "custom":
-        with st.expander("Custom GPU and server", expanded=True):
-            cols = st.columns(5)
-            for i, key in enumerate(GPU_KEYS):
-                v[key] = spec_input(PLAN[key], container=cols[i % 5])
+    custom = v["model"] == "custom"
+    with st.expander("Custom model (the parameter count is derived when left at 0)" if custom else
+                     "Model options (auto = the preset's own)", expanded=custom):
+        cols = st.columns(5)
+        for i, key in enumerate((*MODEL_KEYS, *ANY_MODEL_KEYS) if custom else ANY_MODEL_KEYS):
+            v[key] = spec_input(PLAN[key], container=cols[i % 5])
+    with st.expander("Custom GPU and server (0 = the H100 SXM's numbers)" if v["gpu"] == "custom" else
+                     "GPU and server: override any of the preset's numbers (0 = the preset's)",
+                     expanded=v["gpu"] == "custom"):
+        cols = st.columns(5)
+        for i, key in enumerate(GPU_KEYS):
+            v[key] = spec_input(PLAN[key], container=cols[i % 5])
     with st.expander("Search space: pin any dimension to evaluate your own layout"):
         cols = st.columns(3)
         for i, key in enumerate(SEARCH):

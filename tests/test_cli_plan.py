@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.cost.rates import calibration
+from core.cost import calibration
 from core.planner.columns import JSON_KEYS
 from core.planner.exports import confirmed, flatten_keys
 from core.units import GB
@@ -74,7 +74,8 @@ def test_pinned_published_layout_with_explanation(capsys):
     assert "1 of 1 candidates feasible" in out
     assert "Recommended for BLOOM-176B on 384 x NVIDIA A100 80GB SXM" in out
     assert "t = 4 (inside a server) x p = 12 1f1b x d = 8, ZeRO-1, micro-batch 2 (m = 128), recompute full" in out
-    for needle in ("Assumptions:", f"Large-GEMM fraction of peak = {calibration()['fitted']['gemm_eff']:g}",
+    gemm_eff = calibration.for_family("a100", "16-bit").gemm_eff
+    for needle in ("Assumptions:", f"Large-GEMM fraction of peak = {gemm_eff:g}",
                    "GEMM output tile = 256 x 128", "uneven stages: 70 layers over 12 stages",
                    "simulated for 1f1b with p = 12, m = 128", "By component: GEMMs"):
         assert needle in out

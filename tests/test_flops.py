@@ -78,7 +78,7 @@ def test_six_n_form_converges_to_narayanan_for_large_h():
     assert gaps[0] > gaps[1] > gaps[2] > 0 and gaps[2] < 1e-3
     g3 = presets.model("gpt3-175b")
     six_n = flops.six_n_flops(counts.model_params(g3), 1536 * 2048, g3.layers, g3.hidden, g3.seq)
-    assert float(six_n) == pytest.approx(float(flops.model_flops(g3, 1536)), rel=5e-4)
+    assert float(six_n) == pytest.approx(float(flops.convention_flops(g3, 1536, "full")), rel=5e-4)
 
 
 def test_recompute_costs():
@@ -105,9 +105,11 @@ def test_mfu_of_a_hand_computed_example():
     # Per token: matmul weights 32 x 13 x 4096^2 + V h = 6,979,321,856 + 525,336,576 = 7,504,658,432;
     # 6 x that = 45,027,950,592; attention 12 L h s = 12 x 32 x 4096 x 8192 = 12,884,901,888;
     # total 57,912,852,480 FLOPs per token, x 524,288 = 3.0363e16 per step.
+    # Counted causal (the project's MFU), the attention is half: 6,442,450,944, so 51,470,401,536 per token.
     m = presets.model("llama3-8b")
-    step = float(flops.model_flops(m, 64))
+    step = float(flops.convention_flops(m, 64, "full"))
     assert step == 524_288 * 57_912_852_480
+    assert float(flops.model_flops(m, 64)) == float(flops.convention_flops(m, 64, "causal")) == 524_288 * 51_470_401_536
     mfu = flops.utilization(step, 10.0, 8, presets.gpu("h100-80gb").peak_flops)
     assert float(mfu) == pytest.approx(3.036301360103424e16 / 7.912e16)   # 0.3838
     assert float(flops.tokens_per_second(64, 8192, 10.0)) == 52_428.8

@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from core.cost import gemm, layer_ops
-from core.cost.rates import Rates, fitted_values
+from core.cost import calibration, gemm, layer_ops
+from core.cost.rates import Rates
 from core.model import presets
 from core.model.counts import layer_matmul_params
 
@@ -138,11 +138,11 @@ def test_memory_bound_bytes_per_element():
 
 def test_fitted_values_are_restored_after_a_trial():
     before = Rates.of(A100)
-    with fitted_values(gemm_eff=0.5):
+    with calibration.trial("a100-16bit", gemm_eff=0.5):
         assert Rates.of(A100).gemm_eff == 0.5
     assert Rates.of(A100) == before
     with pytest.raises(KeyError):
-        with fitted_values(tile_m=64):
+        with calibration.trial("a100-16bit", tile_m=64):
             pass
 
 

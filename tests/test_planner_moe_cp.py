@@ -71,28 +71,22 @@ def test_llama3_128k_layout_is_feasible_at_its_settings(zero, framework):
     assert row["feasible"] and framework in row["frameworks"]
     assert row["memory_bytes"] < 40 * GB  # 8,192 tokens per GPU: the pre-training layout's shape
     assert row["ring_s"] > 0 and row["ring_exposed_s"] == 0  # the K/V ring hides behind each 8K x 8K block
-    # Table 4: 380 TFLOPs/GPU = 38 % BF16 MFU, i.e. model FLOPs counting the causal half of the s^2 attention work
-    # (at 128K the attention is most of a layer's FLOPs). In that count the estimate with full recompute (the
-    # preset's memory-safe assumption) is below it; with ZeRO-1 and no recompute it is within 5 % of it (ZeRO-3
-    # re-gathers the weights for each micro-batch, which Llama 3's FSDP did not).
-    assert _meta_tflops(r, row) < 380
-    if zero == "1":
-        assert 380 < 1.05 * _meta_tflops(*_no_recompute(zero))
+    # Table 4: 380 TFLOPs/GPU = 38 % BF16 MFU. Meta cites PaLM for MFU (Llama 3 paper 3.3.2: "BF16 Model FLOPs
+    # Utilization (MFU; Chowdhery et al. (2023))"), whose appendix B counts 6N + 12 L H Q T per token: the full
+    # s x s scores (core.cost.flops.CONVENTIONS["full"]). Counted so, the estimate at its layout with full recompute
+    # (the memory-safe setting: 8,192 tokens per GPU without recompute does not fit) lies in 30-46 % (issue 21).
+    mfu = _meta_mfu(r, row)
+    assert 0.30 < mfu < 0.46
+    # The project's own MFU counts causal attention (half the s x s work): far below on this attention-bound shape.
+    assert row["mfu"] < 0.8 * mfu
     art = r.export("megatron" if zero == "1" else "fsdp", row)
     assert not art.refused and ("--context-parallel-size" in art.text or "context_parallel(" in art.text)
 
 
-def _meta_tflops(result, row) -> float:
-    """Model TFLOP/s per GPU counted as Llama 3 does: causal attention (half of the s^2 score and value work)."""
-    m = result.model
-    full = float(flops.model_flops(m, result.params.batch))
-    causal = full - 3 * m.layers * result.params.batch * m.seq * 4 * m.seq * m.hidden / 2
-    return float(row["mfu"]) * result.gpu.tflops * causal / full
-
-
-def _no_recompute(zero):
-    r = planner.plan(PlannerParams(**{**LLAMA_128K, "recompute": "none"}, zero=zero))
-    return r, r.frame[r.frame["schedule"] == "interleaved"].iloc[0]
+def _meta_mfu(result, row) -> float:
+    """MFU as Llama 3 counts it (PaLM's convention, full s x s attention), against the BF16 dense peak."""
+    work = float(flops.convention_flops(result.model, result.params.batch, "full"))
+    return work / (row["step_time_s"] * result.params.gpus * result.gpu.peak_flops)
 
 
 def test_context_parallel_is_searched_for_long_sequences_only():

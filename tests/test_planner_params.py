@@ -13,8 +13,12 @@ SHARED = {"gpu_mem": "gpu_mem", "gpn": "gpus_per_node", "inter_bw": "bw", "gpus"
 
 
 def test_planner_reuses_the_model_and_cluster_specs():
-    for key in ("gpus", "batch", "gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "eff"):
+    for key in ("gpus", "batch", "eff"):
         assert PLAN[key] is CLUSTER[key]
+    # GPU numbers: CLUSTER's range and meaning, with 0 = the chosen preset's value (any preset takes overrides).
+    for key in ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms"):
+        assert PLAN[key].hi == CLUSTER[key].hi and PLAN[key].default == 0 and PLAN[key].lo == 0
+        assert PLAN[key].help.startswith(CLUSTER[key].help)
     for key in ("layers", "hidden", "ffn", "vocab", "params", "mlp", "tied", "experts",
                 "top_k", "shared_experts", "expert_ffn", "dense_layers"):
         assert PLAN[key] is MODEL[key]
@@ -44,13 +48,14 @@ def test_every_assumption_has_a_default_and_a_justification():
 
 
 def test_with_a_gpu_the_assumptions_list_the_resolved_efficiency_parameters():
-    from core.cost.rates import calibration
+    from core.cost import calibration
     from core.model import presets
 
-    fitted = calibration()["fitted"]
+    fitted = calibration.for_family("a100", "16-bit")
     rows = {r["key"]: r for r in Assumptions().rows(presets.gpu("a100-80gb"))}
-    assert rows["gemm_eff"]["value"] == fitted["gemm_eff"] and rows["mem_eff"]["value"] == fitted["mem_eff"]
-    assert rows["gemm_k0"]["value"] == fitted["gemm_k0"] and "eff" not in rows
+    assert rows["gemm_eff"]["value"] == fitted.gemm_eff and rows["mem_eff"]["value"] == fitted.mem_eff
+    assert rows["gemm_k0"]["value"] == fitted.gemm_k0 and "eff" not in rows
+    assert rows["calibration"]["value"] == "a100-16bit"
     assert "fitted on" in rows["gemm_eff"]["why"] and rows["tile"]["value"] == "256 x 128"
     overridden = {r["key"]: r for r in Assumptions(eff=0.5).rows(presets.gpu("a100-80gb"))}
     assert overridden["gemm_eff"]["value"] == 0.5  # an old URL's eff=0.5 still means something: the GEMM fraction

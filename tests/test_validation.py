@@ -10,10 +10,9 @@ import json
 import pytest
 
 from core.cli import main
-from core.cost import flops
-from core.cost.rates import calibration
+from core.cost import calibration, flops
 from core.planner import validation
-from scripts import validation_table
+from scripts import fit_efficiency, validation_table
 
 TWELVE = ("narayanan-1.7b", "narayanan-18.4b", "narayanan-145.6b", "narayanan-1008.0b",
           *(f"korthikanti-{m}-{r}" for m in ("22b", "175b", "530b", "1t") for r in ("full", "selective")))
@@ -70,17 +69,23 @@ def test_the_twelve_rows_meet_the_acceptance(result):
 
 
 def test_calibration_and_held_out_rows_are_named_and_reported_apart(result):
-    cal = calibration()["calibration"]
-    named = set(cal["rows"])
-    roles = {r["key"]: r["role"] for r in validation.data()["rows"] + validation.data()["per_layer"]}
-    assert named == {k for k, role in roles.items() if role == "calibration"}
-    assert not named & set(TWELVE)  # the twelve acceptance rows are all held out
-    summary = result.summary()
-    assert summary["held-out"].rows == 12 and summary["calibration"].rows == 6
-    recorded = cal["summary"]  # what the fit script measured when it wrote the values
-    for name, s in summary.items():
-        assert s.mean_abs_error == pytest.approx(recorded[name]["mean_abs_error"], abs=5e-4)
-        assert s.max_abs_error == pytest.approx(recorded[name]["max_abs_error"], abs=5e-4)
+    # Every fitted record names exactly its calibration set: the calibration rows of its GPU family and precision
+    # (and, for the A100, Korthikanti's per-layer times); no held-out row is in any set.
+    rows = validation.data()["rows"]
+    held_out = {r["key"] for r in rows if r["role"] == "held-out"}
+    for key in calibration.keys():
+        record = calibration.record(key)
+        if not record.fitted:
+            continue
+        expected = [r["key"] for r in fit_efficiency.calibration_rows(key)]
+        if key == "a100-16bit":
+            expected += [r["key"] for r in validation.data()["per_layer"]]
+        assert list(record.rows) == expected and not set(record.rows) & held_out
+        recorded = calibration.entry(key)["summary"]  # what the fit script measured when it wrote the values
+        for name, s in fit_efficiency._summary(result, key).items():
+            assert s["mean_abs_error"] == pytest.approx(recorded[name]["mean_abs_error"], abs=5e-4)
+            assert s["max_abs_error"] == pytest.approx(recorded[name]["max_abs_error"], abs=5e-4)
+    assert not set(TWELVE) - held_out  # the twelve acceptance rows are all held out
 
 
 def test_readme_table_is_current(result):
@@ -92,7 +97,7 @@ def test_cli_validate_json(capsys):
     assert main(["validate", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {r["key"] for r in out["steps"]} >= set(TWELVE)
-    assert set(out["summary"]) >= {"calibration", "held-out", "korthikanti2022"}
+    assert set(out["summary"]) >= {"calibration", "held-out"}
     step = out["steps"][0]
     parts = sum(step[k] for k in ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "optimizer",
                                   "offload"))

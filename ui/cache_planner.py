@@ -24,7 +24,7 @@ from core.errors import InputError
 from core.params import zero_page
 from core.params.memory import ZERO
 from core.params.pipeline import PIPELINE
-from core.params.planner import PlannerParams
+from core.params.planner import GPU_KEYS, PlannerParams
 from core.planner import plan as planner
 from core.planner import result as plan_result
 from core.planner.exports import Export, export_all
@@ -90,8 +90,9 @@ def _zero_base(result: planner.PlanResult) -> dict[str, Any]:
             base["expert_params"] = round(m.expert_params)
     elif q.seq:
         base["seq"] = m.seq  # a preset at another length: the ZeRO page's activations use it
-    if q.gpu == "custom":
-        base |= {"gpu_mem": q.gpu_mem, "gpus_per_node": q.gpn, "bw": q.inter_bw}
+    g = result.gpu
+    if q.gpu == "custom" or g.key == "custom" or any(getattr(q, k) for k in GPU_KEYS if k != "calibration"):
+        base |= {"gpu": "custom", "gpu_mem": g.mem_gb, "gpus_per_node": g.gpus_per_node, "bw": g.inter_gbs}
     return base
 
 

@@ -10,6 +10,8 @@ batch 1,536):
         --gpus 64 --gpu-mem 80 --gpu-tflops 312 --gpus-per-node 8 --global-batch 512 --json
     python -m core plan --model bloom-176b --gpu a100-80gb --gpus 384 --global-batch 2048 \\
         --fix t=4,p=12,zero=1,mbs=2,recompute=full,sp=off,schedule=1f1b --explain --export megatron
+    python -m core plan --gpu a100-40gb --inter-bw 12.5 --tp-bwd-overlap false --grad-accum-fusion false
+    python -m core plan --model llama3-70b --flash false --gpus 64 --global-batch 512
 
 Same inputs, same numbers as the Planner page (core.planner.plan on a core.params.planner.PlannerParams).
 """
@@ -36,21 +38,23 @@ FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
               "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
               "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
-              "dense_layers": "--dense-layers", "flash": "--flash"}
-GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpn": "--gpus-per-node",
-             "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw", "gpu_sms": "--gpu-sms"}
+              "dense_layers": "--dense-layers", "parallel": "--parallel"}
+ANY_MODEL_FLAGS = {"flash": "--flash"}  # a preset takes these too
+GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
+             "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",
+             "gpu_sms": "--gpu-sms", "calibration": "--calibration"}
 
 
 def build(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("model (a preset, or a custom architecture)")
     spec_args.add(what, PLAN["model"], "--model")
     spec_args.add(what, PLAN["seq"], "--seq")
-    for key, flag in ARCH_FLAGS.items():
+    for key, flag in {**ARCH_FLAGS, **ANY_MODEL_FLAGS}.items():
         spec_args.add(what, PLAN[key], flag)
     what.add_argument("--tied", choices=("true", "false"), default=None,
                       help="Custom model: tied input and output embeddings (default true). A custom model's "
                            "--kv-heads defaults to --heads and --ffn to 4 x --hidden.")
-    cluster = parser.add_argument_group("cluster (a GPU preset, or custom numbers)")
+    cluster = parser.add_argument_group("cluster (a GPU preset, any of its numbers overridden, or custom numbers)")
     spec_args.add(cluster, PLAN["gpus"], "--gpus")
     spec_args.add(cluster, PLAN["gpu"], "--gpu")
     for key, flag in GPU_FLAGS.items():
@@ -100,11 +104,8 @@ def params_from(args: argparse.Namespace) -> PlannerParams:
             raw["kv_heads"] = raw["heads"]  # plain multi-head attention unless --kv-heads says otherwise
         if "hidden" in raw and "ffn" not in raw:
             raw["ffn"] = str(4 * PLAN["hidden"].parse(raw["hidden"]))  # the GPT MLP width unless --ffn
-    custom_gpu = [GPU_FLAGS[k] for k in GPU_FLAGS if k in raw]
-    if custom_gpu:
-        if raw.get("gpu", "custom") != "custom":
-            raise InputError(f"give --gpu or custom GPU numbers ({', '.join(custom_gpu)}), not both")
-        raw["gpu"] = "custom"
+    if any(k in raw for k in GPU_FLAGS) and "gpu" not in raw:
+        raw["gpu"] = "custom"  # numbers without a preset describe a custom GPU; with --gpu they override the preset's
     raw.update(parse_fix(args.fix))  # anything left out takes the default its --help states (the page's)
     return PlannerParams.from_strings(raw)
 

@@ -13,14 +13,16 @@ from core.params import Spec, parse_strict
 
 
 def add(parser: argparse.ArgumentParser, spec: Spec, *flags: str) -> None:
-    """One option for `spec` (default flag --key with dashes); booleans become switches."""
+    """One option for `spec` (default flag --key with dashes). A boolean takes true or false (`--flag false`); the
+    bare flag means true, so a switch that defaults on can be turned off and one that defaults off turned on."""
     flags = flags or ("--" + spec.key.replace("_", "-"),)
     default = "preset" if spec.default is None else spec.default
     unit = f" [{spec.unit}]" if spec.unit else ""
     text = f"{spec.label or spec.key}{unit}. {spec.help} Allowed: {spec.describe_range()}; default {default}."
     text = text.replace("%", "%%")
     if spec.kind == "bool":
-        parser.add_argument(*flags, dest=spec.key, action="store_const", const="true", default=None, help=text)
+        parser.add_argument(*flags, dest=spec.key, nargs="?", const="true", default=None, metavar="true|false",
+                            help=text)
     else:
         parser.add_argument(*flags, dest=spec.key, default=None, metavar=spec.key.upper(), help=text)
 

@@ -7,7 +7,12 @@ al. 2022 (arXiv:2205.05198) for sequence parallelism and selective recompute.
 
 Conventions
 - FLOPs count a multiply-add as 2. Training = forward + backward = 3 x forward (backward costs 2 x forward).
-- Attention scores count the full s x s matrix (no causal halving), as Narayanan et al. and PaLM do.
+- Attention scores (Q K^T and scores x V) are counted by a named convention (CONVENTIONS), because published
+  figures differ: "full" counts the whole s x s matrix (Narayanan et al. 2021; PaLM, Chowdhery et al. 2022,
+  appendix B, 6N + 12 L H Q T; Megatron-LM's num_floating_point_operations up to core_v0.11), "causal" only the
+  unmasked half (Megatron-LM since commit 8873b55, 2025-03-06, core_v0.12.0 on). The project's MFU counts
+  causal: the least work a causal model needs, so MFU <= 1 whatever the kernel; HFU counts what the kernels run
+  (full s x s for an eager attention, the causal half for a flash kernel, recompute included).
 - Mixture of experts: a token's matmuls are its *active* weights (top-k routed experts plus shared experts and
   the router, core.model.counts.matmul_params_per_layer), not the total; MLA's score and value matmuls use its
   head dims (core.model.counts.attention_core_width). Tokens a capacity factor pads are not counted.
@@ -21,6 +26,7 @@ Conventions
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,8 +39,37 @@ if TYPE_CHECKING:
     from core.model.config import ModelConfig
 
 RECOMPUTE = ("none", "selective", "full")
-MFU_LABEL = "MFU = model FLOPs (no recompute) / (step time x GPUs x dense peak)"
-HFU_LABEL = "HFU = hardware FLOPs (with recompute) / (step time x GPUs x dense peak)"
+MFU_LABEL = ("MFU = model FLOPs (causal attention, no recompute) / (step time x GPUs x dense peak of the precision "
+             "the GEMMs run in)")
+HFU_LABEL = ("HFU = hardware FLOPs as the kernels run them (eager attention full s x s, flash causal; recompute "
+             "included) / (step time x GPUs x the same peak)")
+
+
+@dataclass(frozen=True)
+class FlopConvention:
+    """How a published throughput counts FLOPs: the share of the s x s attention work it counts and whether it
+    counts recomputation (hardware FLOPs) or not (model FLOPs), with the source that defines it."""
+
+    key: str
+    label: str
+    attention: float  # share of the full s x s score and value products counted: 1 full, 0.5 causal
+    recompute: str  # "none": model FLOPs; "full": as if every layer's forward ran twice (Narayanan's Table 1)
+    source: str
+
+
+CONVENTIONS = {c.key: c for c in (
+    FlopConvention("full", "model FLOPs, full s x s attention", 1.0, "none",
+                   "Narayanan et al. 2021 (arXiv:2104.04473) appendix; PaLM (Chowdhery et al. 2022, arXiv:2204.02311) "
+                   "appendix B, 6N + 12 L H Q T per token; Megatron-LM num_floating_point_operations in core_r0.8.0 "
+                   "to core_v0.11.0 (the s / h term, no causal halving)"),
+    FlopConvention("causal", "model FLOPs, causal attention (half the s x s work)", 0.5, "none",
+                   "Megatron-LM num_floating_point_operations since commit 8873b55 (2025-03-06, in core_v0.12.0): "
+                   "'causal mask (only half of the mask is non-zero)'"),
+    FlopConvention("full-recompute", "hardware FLOPs with full recompute, full s x s attention", 1.0, "full",
+                   "Narayanan et al. 2021, section 5.1: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) per iteration, the "
+                   "count behind Table 1's achieved teraFLOP/s per GPU"),
+)}
+MFU_CONVENTION = "causal"
 
 
 # -------------------------------------------------------------------------------------------------- FLOPs
@@ -68,31 +103,44 @@ def six_n_flops(params, tokens, layers, hidden, seq):
     return 6 * N * T + 12 * L * h * s * T
 
 
-def layer_flops(model: ModelConfig, micro_batch, recompute="none"):
-    """One transformer layer, one micro-batch, forward + backward (+ recompute): FLOPs over the whole TP group."""
+def layer_flops(model: ModelConfig, micro_batch, recompute="none", attention: float = 1.0):
+    """One transformer layer, one micro-batch, forward + backward (+ recompute): FLOPs over the whole TP group.
+    attention: the share of the s x s score and value work counted (1 full, 0.5 causal)."""
     full, selective = _recompute_masks(recompute)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq
     matmul = 2 * matmul_params_per_layer(model)                  # active weights of an average layer
-    attention = 4.0 * model.seq * attention_core_width(model)    # Q K^T and softmax x V, per token
-    forward = matmul + attention
-    extra = np.where(full, forward, np.where(selective, attention, 0.0))
+    scores = 4.0 * model.seq * attention_core_width(model) * np.asarray(attention, dtype=float)  # QK^T, softmax x V
+    forward = matmul + scores
+    extra = np.where(full, forward, np.where(selective, scores, 0.0))
     return tokens * (3 * forward + extra)
 
 
-def training_flops(model: ModelConfig, sequences, recompute="none"):
+def training_flops(model: ModelConfig, sequences, recompute="none", attention: float = 1.0):
     """FLOPs of one optimizer step over `sequences` samples: all layers plus the logit layer.
 
-    recompute "none" gives model FLOPs; the other settings give hardware FLOPs. For a GPT block this equals
-    narayanan_flops exactly (the logit layer, 2 V h per token forward, is never recomputed).
+    recompute "none" gives model FLOPs; the other settings give hardware FLOPs. With attention = 1 (full) this
+    equals narayanan_flops exactly for a GPT block (the logit layer, 2 V h per token forward, is never recomputed).
     """
     tokens = np.asarray(sequences, dtype=float) * model.seq
     logits = 3 * 2.0 * model.vocab * model.hidden * tokens
-    return model.layers * layer_flops(model, sequences, recompute) + logits
+    return model.layers * layer_flops(model, sequences, recompute, attention) + logits
+
+
+def convention_flops(model: ModelConfig, sequences, convention: str):
+    """FLOPs of a step as the named convention (CONVENTIONS) counts them."""
+    c = CONVENTIONS[convention]
+    return training_flops(model, sequences, c.recompute, c.attention)
 
 
 def model_flops(model: ModelConfig, sequences):
-    """Model FLOPs of a step (no recompute): the numerator of MFU."""
-    return training_flops(model, sequences, "none")
+    """Model FLOPs of a step as the project's MFU counts them (MFU_CONVENTION: causal attention, no recompute)."""
+    return convention_flops(model, sequences, MFU_CONVENTION)
+
+
+def hardware_flops(model: ModelConfig, sequences, recompute, attention_share: float):
+    """FLOPs the kernels run in a step: recompute included, the s x s work at `attention_share` of full (1 for an
+    eager attention, the flash kernel's causal share for a flash one): the numerator of HFU."""
+    return training_flops(model, sequences, recompute, attention_share)
 
 
 def utilization(flops, step_time, n_gpus, peak_flops):

@@ -22,17 +22,20 @@ import numpy as np
 from core.cost.rates import Rates
 
 
-def gemm_time(r: Rates, m, n, k, batch=1.0, a_bytes=2.0, c_bytes=2.0, accumulate=False, peak=None) -> np.ndarray:
-    """Seconds of `batch` GEMMs (m x k) @ (k x n) in 16-bit; c_bytes/accumulate describe the output C.
+def gemm_time(r: Rates, m, n, k, batch=1.0, a_bytes=2.0, c_bytes=2.0, accumulate=False,
+              linear: bool = False) -> np.ndarray:
+    """Seconds of `batch` GEMMs (m x k) @ (k x n); c_bytes/accumulate describe the output C.
 
-    accumulate: C += A B (the weight gradient accumulated into an fp32 main-grad buffer reads C too). peak: the
-    tensor rate it runs at (default the 16-bit peak; r.linear_peak for the layers' linear layers).
+    accumulate: C += A B (the weight gradient accumulated into an fp32 main-grad buffer reads C too). linear: one
+    of the layers' linear layers, at r.linear (the FP8 peak and the FP8 record's fractions under FP8 training);
+    otherwise a 16-bit GEMM at the 16-bit peak.
     """
     m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
+    peak, eff, k0 = r.linear if linear else (r.peak, r.gemm_eff, r.gemm_k0)
     tiles = batch * np.ceil(m / r.tile_m) * np.ceil(n / r.tile_n)
     waves = np.ceil(tiles / r.sms)
     filled = m * n * batch / (waves * r.sms * r.tile_m * r.tile_n)
-    rate = (r.peak if peak is None else peak) * r.gemm_eff * filled * k / (k + r.gemm_k0)
+    rate = peak * eff * filled * k / (k + k0)
     compute = 2.0 * m * n * k * batch / rate
     moved = batch * (a_bytes * (m * k + k * n) + c_bytes * m * n * (2.0 if accumulate else 1.0))
     return np.maximum(compute, moved / (r.bandwidth * r.mem_eff))

@@ -98,13 +98,13 @@ def _linear_phases(out: dict, r: Rates, tokens, linears, fused: bool, batch=1.0)
     layer's (input-gradient, weight-gradient) seconds for the TP overlap."""
     done = []
     for n, k in linears:
-        out["F"]["gemm"] += gemm_time(r, tokens, n, k, batch, peak=r.linear_peak)
-        dgrad = gemm_time(r, tokens, k, n, batch, peak=r.linear_peak)
+        out["F"]["gemm"] += gemm_time(r, tokens, n, k, batch, linear=True)
+        dgrad = gemm_time(r, tokens, k, n, batch, linear=True)
         if fused:
-            wgrad = gemm_time(r, k, n, tokens, batch, c_bytes=4.0, accumulate=True, peak=r.linear_peak)
+            wgrad = gemm_time(r, k, n, tokens, batch, c_bytes=4.0, accumulate=True, linear=True)
             add = 0.0
         else:
-            wgrad = gemm_time(r, k, n, tokens, batch, peak=r.linear_peak)
+            wgrad = gemm_time(r, k, n, tokens, batch, linear=True)
             add = stream_time(r, 10.0 * np.asarray(k) * np.asarray(n) * batch)
         out["B"]["gemm"] += dgrad
         out["W"]["gemm"] += wgrad
@@ -142,6 +142,17 @@ def _mlp(model: ModelConfig, r: Rates, shape, tokens, t, fused: bool, moe: bool,
     out["F"]["memory"] += stream_time(r, (6.0 if model.swiglu else 4.0) * e_f)
     out["B"]["memory"] += stream_time(r, (10.0 if model.swiglu else 6.0) * e_f)
     return {"times": out, "grads": grads[0]}
+
+
+def _residual_bytes(model: ModelConfig, drop: float, forward: bool) -> float:
+    """Bytes per s x b x h element of a layer's norms, residual adds and their dropouts (forward or backward).
+
+    Sequential block (attention, then MLP): two norms (forward read + write 4, backward 6), two residual adds of two
+    tensors (6; their gradient sums 6) with dropout (mask 1 forward, 5 backward). Parallel block: one norm and one
+    residual add of three tensors (8: x + attention + MLP; the gradient sum also 8) with one dropout."""
+    if model.parallel_block:
+        return 4.0 + 8.0 + drop if forward else 6.0 + 8.0 + 5.0 * drop
+    return 8.0 + 2.0 * (6.0 + drop) if forward else 24.0 + 10.0 * drop
 
 
 def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latency_s, fused: bool = True, cp=1, ep=1,
@@ -192,21 +203,28 @@ def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latenc
     e_h = T * h / np.where(sp, t, 1.0)
     kv_width = np.maximum(model.kv_heads / t, 1.0) * qk
     rope = 4.0 * T * (model.heads / t * qk + kv_width) if model.position == "rope" else 0.0
-    out["F"]["memory"] += stream_time(r, (8.0 + 2.0 * (6.0 + drop)) * e_h + rope)
-    out["B"]["memory"] += stream_time(r, (24.0 + 10.0 * drop) * e_h + rope)
+    out["F"]["memory"] += stream_time(r, _residual_bytes(model, drop, forward=True) * e_h + rope)
+    out["B"]["memory"] += stream_time(r, _residual_bytes(model, drop, forward=False) * e_h + rope)
 
     act = ACT * T * h  # one s x b x h activation, the unit of every TP collective
     ar = collective("all-reduce", act, t, tp_bw, latency_s)
     half = collective("all-gather", act, t, tp_bw, latency_s)  # a reduce-scatter moves the same
-    out["F"]["tp"] += np.where(sp, 4.0 * half, 2.0 * ar)
+    # One TP exchange per residual branch and direction: two in a sequential block (attention, then MLP), one in a
+    # parallel block, whose attention and MLP share the normed input (one gather, and one sum of their input
+    # gradients) and add their partial outputs before one all-reduce / reduce-scatter.
+    branches = 1.0 if model.parallel_block else 2.0
+    out["F"]["tp"] += np.where(sp, 2.0 * branches * half, branches * ar)
     # Backward: the column-parallel layers (QKV, MLP in) all-reduce their input gradient (SP: re-gather the sharded
     # input, then reduce-scatter the gradient); the row-parallel ones (SP only) all-gather their output gradient.
     # Megatron-LM runs the all-reduce / reduce-scatter behind the layer's own weight-gradient GEMM and the re-gather
     # behind its input-gradient GEMM; only the excess is exposed. A split backward (zero-bubble schedules) runs the
     # weight gradient later, so nothing hides there.
-    out["B"]["tp"] += np.where(sp, 6.0 * half, 2.0 * ar)
-    exposed = np.where(sp, 2.0 * half, 0.0)
+    out["B"]["tp"] += np.where(sp, 3.0 * branches * half, branches * ar)
+    exposed = np.where(sp, branches * half, 0.0)
     column_parallel = [(1.0, attn[0])] + [(share, mlp["grads"]) for share, mlp in mlps]
+    if model.parallel_block:  # QKV and MLP-in share one exchange, hidden behind both layers' GEMMs
+        column_parallel = [(share, (attn[0][0] + mlp["grads"][0], attn[0][1] + mlp["grads"][1]))
+                           for share, mlp in mlps]
     for share, (dgrad, wgrad) in column_parallel:
         exposed = exposed + share * np.where(sp, np.maximum(half - dgrad, 0.0) + np.maximum(half - wgrad, 0.0),
                                              np.maximum(ar - wgrad, 0.0))

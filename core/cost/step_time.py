@@ -74,8 +74,9 @@ NOT_MODELLED = (
     "Collectives are rings at the link's per-GPU bandwidth times the achievable fraction (a ring spanning servers "
     "uses as many network links per server as it has ranks there); tree algorithms and congestion are not "
     "modelled.",
-    "The efficiency fractions were fitted on A100 runs of Megatron-LM; other GPUs use the same fractions of their "
-    "own peak and bandwidth unless their preset says otherwise.",
+    "The efficiency fractions are the GPU family's calibration record (assets/efficiency.json: A100, H100 16-bit, "
+    "H100 FP8, each fitted on its named set of published runs); a GPU without runs of its own borrows a family's "
+    "record, and its preset says so.",
 )
 
 
@@ -115,7 +116,7 @@ class Assumptions:
             out.append({"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
                         "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)})
         if gpu is not None:
-            out = self.rates(gpu).rows() + out
+            out = self.rates(gpu).rows(gpu) + out
         return out
 
     def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
@@ -313,20 +314,29 @@ def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, costs: StageCosts
         "tokens_per_s": flops.tokens_per_second(batch, model.seq, step),
         "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * np.ceil(model.layers / (p * chunks)) * chunks,
                                                   1e-30),
-        **utilization(model, gpu, gpus=gpus, batch=batch, recompute=recompute, step=step),
+        **utilization(model, gpu, gpus=gpus, batch=batch, recompute=recompute, step=step, precision=precision),
     })
     return result
 
 
-def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, recompute, step) -> dict[str, np.ndarray]:
-    """MFU (model FLOPs), HFU (with recompute) and achieved TFLOP/s per GPU counting recompute."""
+def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, recompute, step,
+                precision: str = "bf16") -> dict[str, np.ndarray]:
+    """MFU, HFU (core.cost.flops.MFU_LABEL, HFU_LABEL) and the hardware TFLOP/s per GPU.
+
+    MFU counts model FLOPs with causal attention (the least work a causal model needs), HFU what the kernels run
+    (recompute included; the s x s work in full for an eager attention, at the flash kernel's causal share for a
+    flash one). Both are over the dense peak of the precision the GEMMs run in (the FP8 peak under FP8), so
+    neither can exceed 1 while every operation runs at or below its own peak.
+    """
     recompute = np.asarray(recompute)
+    share = Rates.of(gpu).flash_causal_share if model.flash_attention else 1.0
     hw = np.zeros(recompute.shape)
     for mode in flops.RECOMPUTE:
-        hw[recompute == mode] = float(flops.training_flops(model, batch, mode))
+        hw[recompute == mode] = float(flops.hardware_flops(model, batch, mode, share))
     model_flops = float(flops.model_flops(model, batch))
-    return {"mfu": flops.utilization(model_flops, step, gpus, gpu.peak_flops),
-            "hfu": flops.utilization(hw, step, gpus, gpu.peak_flops),
+    peak = gpu.peak_flops_fp8 if precision == "fp8" and gpu.peak_flops_fp8 is not None else gpu.peak_flops
+    return {"mfu": flops.utilization(model_flops, step, gpus, peak),
+            "hfu": flops.utilization(hw, step, gpus, peak),
             "tflops_per_gpu": hw / (step * gpus) / 1e12}
 
 

@@ -18,6 +18,9 @@ c > 1 the 5 a s^2 b term is absent whatever the recompute setting, as under sele
 FP8 (Transformer Engine) saves the inputs of the four linear layers in one byte: the QKV and first-MLP inputs
 (2 s b h each, replicated), the attention projection input (2 s b h) and the second-MLP input (8 s b h), so
 10 -> 8 replicated and 24 -> 19 sharded.
+A parallel block (GPT-J, GPT-NeoX, PaLM: attention and MLP read one normed input, one residual add) keeps one
+norm input (2), one input shared by QKV and the first MLP layer (2, 1 in FP8) and one dropout mask (1): 10 -> 5
+replicated (8 -> 4 in FP8); the sharded terms are the same.
 How many micro-batches a stage holds at once comes from the pipeline simulator (`inflight`), not from a
 formula: it depends on the schedule.
 """
@@ -37,6 +40,7 @@ def _spec_number(key: str, value) -> np.ndarray:
 
 
 REPLICATED = (10.0, 8.0)  # s b h coefficients without / with FP8 activations (the module docstring's terms)
+REPLICATED_PARALLEL = (5.0, 4.0)  # a parallel attention + MLP block's
 SHARDED = (24.0, 19.0)
 
 
@@ -45,16 +49,16 @@ def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
 
 
 def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
-                    fp8=False) -> np.ndarray:
+                    fp8=False, parallel=False) -> np.ndarray:
     """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank (and one
-    context-parallel rank: divided by cp)."""
+    context-parallel rank: divided by cp). parallel: a parallel attention + MLP block."""
     s, b, h = _spec_number("seq", seq), _spec_number("mb", mb), _spec_number("hidden", hidden)
     a, t = _spec_number("heads", heads), _spec_number("t", t)
     cp, fp8 = _cp_fp8(cp, fp8)
     sp = np.asarray(sequence_parallel, dtype=bool)
     mode = validate.choice_codes("recompute", recompute, RECOMPUTE_MODES)
     sbh = s * b * h
-    replicated = np.where(fp8, REPLICATED[1], REPLICATED[0])
+    replicated = np.where(fp8, *(REPLICATED_PARALLEL if parallel else REPLICATED)[::-1])
     sharded = np.where(fp8, SHARDED[1], SHARDED[0])
     scores = (mode == 0) & (cp == 1)  # the a s^2 scores: stored only by unfused attention, never under CP
     kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * a * s / (h * t), 0.0)
@@ -84,7 +88,8 @@ def layers_per_stage(layers, p) -> np.ndarray:
 
 
 def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence_parallel=False,
-                recompute="none", vocab=0, first=True, last=True, cp=1, fp8=False) -> dict[str, np.ndarray]:
+                recompute="none", vocab=0, first=True, last=True, cp=1, fp8=False,
+                parallel=False) -> dict[str, np.ndarray]:
     """Peak activation bytes of one stage on one tensor-parallel rank, by term.
 
     layers: per-layer bytes x layers on the stage x micro-batches in flight; embedding (first stage) and
@@ -93,8 +98,8 @@ def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
-    per_layer = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8)
-    none = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, "none", cp, fp8)
+    per_layer = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8, parallel)
+    none = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, "none", cp, fp8, parallel)
     out = {
         "layers": per_layer * n_layers * inflight,
         "embedding": np.where(first, embedding_bytes(seq, mb, hidden, t, sequence_parallel, cp) * inflight, 0.0),

@@ -103,6 +103,8 @@ class ModelConfig:
     attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer. `moe` replaces MLPs
     by routed experts (core.model.blocks.MoeConfig), `mla` the attention by multi-head latent attention.
     flash_attention and dropout only change the step time (core.cost.layer_ops) and, for flash, the activations.
+    parallel_block: attention and MLP read the same normed input and add to one residual branch (GPT-J, GPT-NeoX,
+    PaLM): the same weights and FLOPs, one norm, one residual add and (with TP) one all-reduce per block forward.
     """
 
     name: str
@@ -121,6 +123,7 @@ class ModelConfig:
     embed_norm: bool = False
     flash_attention: bool = False
     dropout: bool = True
+    parallel_block: bool = False
     params_published: float | None = None
     key: str = "custom"
     source: str = ""
@@ -140,7 +143,7 @@ class ModelConfig:
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
-        for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout"):
+        for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout", "parallel_block"):
             _flag(name, getattr(self, name))
         if self.hidden % self.heads:
             fix = (f"set heads to {self.hidden // HEAD_SIZE} (head size {HEAD_SIZE})" if self.hidden % HEAD_SIZE == 0
@@ -221,8 +224,9 @@ class ModelConfig:
 class GpuSpec:
     """One GPU type and its server. Bandwidths are per GPU and per direction (ring formulas need that).
 
-    mem_bw_gbs and sms feed the per-operation time model (core.cost.layer_ops); gemm_eff / mem_eff are this GPU's
-    own published efficiencies when it has them (None = the calibrated values of assets/efficiency.json).
+    mem_bw_gbs and sms feed the per-operation time model (core.cost.layer_ops); `calibration` names the GPU family
+    whose calibration record (assets/efficiency.json) times it, `calibration_note` why when it borrows another
+    GPU's; gemm_eff / mem_eff are this GPU's own published efficiencies when it has them (None = the record's).
     """
 
     name: str
@@ -235,6 +239,8 @@ class GpuSpec:
     sms: int = 132
     gemm_eff: float | None = None
     mem_eff: float | None = None
+    calibration: str = "h100"
+    calibration_note: str = "a custom GPU borrows the H100 SXM's calibration"
     bf16: bool = True
     key: str = "custom"
     mem_label: str = ""
@@ -256,6 +262,8 @@ class GpuSpec:
             if value is not None and (isinstance(value, bool) or not 0.05 <= float(value) <= 1.0):
                 raise InputError(f"{name}: expected a fraction from 0.05 to 1 (or none), got {value!r}")
         _flag("bf16", self.bf16)
+        _text("calibration", self.calibration, 40)
+        _text("calibration_note", self.calibration_note)
         if self.tflops_fp8 is not None:
             object.__setattr__(self, "tflops_fp8", CLUSTER["gpu_tflops"].parse(self.tflops_fp8))
 

@@ -7,7 +7,7 @@ custom models and GPUs come from CLI / URL values through the same dataclasses (
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -121,18 +121,28 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], dropout=not llama,
+        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"],
     )
 
 
-def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0) -> ModelConfig:
+def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0,
+                 flash: bool | None = None) -> ModelConfig:
     """The model a planner question names: a preset by key, or with key "custom" the fields in `custom` (keyed as
     MODEL). seq > 0 trains either at that length (a preset's other fields stay as published); 0 keeps the preset's
-    own length, or MODEL's default for a custom model."""
+    own length, or MODEL's default for a custom model. flash: the attention kernel (None keeps the preset's, or
+    the custom fields' `flash`)."""
     if key == "custom":
-        return custom_model({**dict(custom or {}), "seq": seq or MODEL["seq"].default})
+        fields_ = {**dict(custom or {}), "seq": seq or MODEL["seq"].default}
+        return custom_model(fields_ if flash is None else {**fields_, "flash": flash})
     chosen = model(key)
-    return chosen.with_seq(seq) if seq else chosen
+    chosen = chosen.with_seq(seq) if seq else chosen
+    return chosen if flash is None or flash == chosen.flash_attention else replace(chosen, flash_attention=flash)
+
+
+# GpuSpec field of each planner GPU input (core.params.planner.GPU_KEYS): the numbers a preset takes overrides of.
+GPU_FIELDS = {"gpu_mem": "mem_gb", "gpu_tflops": "tflops", "gpn": "gpus_per_node", "intra_bw": "intra_gbs",
+              "inter_bw": "inter_gbs", "gpu_bw": "mem_bw_gbs", "gpu_sms": "sms", "gpu_tflops_fp8": "tflops_fp8"}
+CUSTOM_BASE = "h100-80gb"  # a custom GPU starts from these numbers (CLUSTER's defaults are the same), without FP8
 
 
 def custom_gpu(raw: Mapping[str, Any], name: str = "custom") -> GpuSpec:
@@ -142,3 +152,23 @@ def custom_gpu(raw: Mapping[str, Any], name: str = "custom") -> GpuSpec:
     v = parse_strict({k: CLUSTER[k] for k in keys}, {k: raw[k] for k in keys if k in raw})
     return GpuSpec(name=name, mem_gb=v["gpu_mem"], tflops=v["gpu_tflops"], gpus_per_node=v["gpn"],
                    intra_gbs=v["intra_bw"], inter_gbs=v["inter_bw"], mem_bw_gbs=v["gpu_bw"], sms=v["gpu_sms"])
+
+
+def chosen_gpu(key: str, overrides: Mapping[str, float], calibration: str = "auto") -> GpuSpec:
+    """The GPU a planner question names: a preset by key with any of its numbers overridden (`overrides` keyed as
+    GPU_FIELDS, 0 or absent = the preset's), or with key "custom" the H100 SXM's numbers without FP8 (a custom GPU
+    has an FP8 peak only when given one). calibration: the family whose record times it ("auto": the preset's)."""
+    changed = {GPU_FIELDS[k]: v for k, v in overrides.items() if v}
+    if key == "custom":
+        base = replace(gpu(CUSTOM_BASE), name="custom", key="custom", tflops_fp8=None, tflops_sparse=None,
+                       mem_label="", source="", derived=(), notes=(),
+                       calibration_note=GpuSpec.__dataclass_fields__["calibration_note"].default)
+    else:
+        base = gpu(key)
+        if changed:
+            shown = ", ".join(f"{k} {v:g}" for k, v in overrides.items() if v)
+            name = f"{base.name}, {shown}"
+            base = replace(base, name=name if len(name) <= 80 else f"{base.name} ({len(changed)} changed)")
+    if calibration != "auto" and calibration != base.calibration:
+        base = replace(base, calibration=calibration, calibration_note=f"calibration {calibration} chosen")
+    return replace(base, **changed) if changed else base

@@ -34,3 +34,8 @@ def model_keys() -> tuple[str, ...]:
 
 def gpu_keys() -> tuple[str, ...]:
     return tuple(e["key"] for e in entries("gpus.json", "gpus"))
+
+
+def calibration_families() -> tuple[str, ...]:
+    """The GPU families with a calibration record in assets/efficiency.json (core.cost.calibration reads them)."""
+    return tuple(dict.fromkeys(e["family"] for e in document("efficiency.json")["calibrations"].values()))

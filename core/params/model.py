@@ -49,6 +49,9 @@ MODEL = table(
          help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
     Spec("flash", "bool", False, label="Flash attention",
          help="Fused attention kernel: no s x s scores in memory or traffic (changes step time and activations)."),
+    Spec("parallel", "bool", False, label="Parallel attention + MLP",
+         help="GPT-J / GPT-NeoX / PaLM blocks: attention and MLP read the same normed input and add to one residual "
+              "branch (one norm per layer); with tensor parallelism one all-reduce per block forward, not two."),
 )
 
 # A custom model's heads default to hidden / HEAD_SIZE (the head size of GPT-3, Llama and most published models),

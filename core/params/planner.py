@@ -12,11 +12,12 @@ Search dimensions take "all" (search it) or one value (pin it); t, p and d are p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
+from core.params.catalog import calibration_families
 from core.params.memory import MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
 from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
 from core.params.pipeline import PIPELINE
@@ -37,14 +38,39 @@ MAX_HEADROOM_GB = 10_000.0
 _CHOICE_ALL = "all"
 
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied",
-                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "flash")
+                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel")
+# Model inputs that apply to a preset too (a custom model takes them with the fields above).
+_any_model = ("flash",)
+FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
+             help="Fused attention kernel: no s x s scores in memory or traffic, causal blocks only (changes step "
+                  "time and activations). auto = the preset's own (Llama 3, Mixtral, DeepSeek-V3: on), off for a "
+                  "custom model; true or false sets it for any model.")
 
 # The planner's sequence length serves presets and custom models alike: 0 keeps the preset's own length
 # (MODEL["seq"]'s default for a custom model), a number trains either at that length.
 SEQ = Spec("seq", "int", 0, 0, MODEL["seq"].hi, label="Sequence length s", unit="tokens",
            help=f"0 = the preset's own length ({MODEL['seq'].default:,} for a custom model); a number trains the "
                 "model at that length, e.g. llama3-405b at 131072 for its 128K long-context stage.")
-_custom_gpu = ("gpu_mem", "gpu_tflops", "gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms")
+_custom_gpu = ("gpu_mem", "gpu_tflops", "gpu_tflops_fp8", "gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms",
+               "calibration")
+_PRESET_VALUE = "0 = the chosen GPU preset's value (the H100 SXM's for custom); a number overrides it."
+
+
+def _gpu_override(spec: Spec) -> Spec:
+    """A cluster number as the planner takes it: 0 keeps the GPU preset's, a number overrides any preset's."""
+    return replace(spec, default=0 if spec.kind == "int" else 0.0, lo=0, help=f"{spec.help} {_PRESET_VALUE}")
+
+
+GPU_OVERRIDES = table(
+    *(_gpu_override(CLUSTER[k]) for k in ("gpu_mem", "gpu_tflops")),
+    Spec("gpu_tflops_fp8", "float", 0.0, 0.0, CLUSTER["gpu_tflops"].hi, label="Dense FP8 peak", unit="TFLOP/s",
+         help="Dense FP8 tensor throughput per GPU, from the datasheet (H100 SXM 1,979). 0 = the preset's (none for "
+              "custom: a custom GPU trains FP8 only when given this)."),
+    *(_gpu_override(CLUSTER[k]) for k in ("gpn", "intra_bw", "inter_bw", "gpu_bw", "gpu_sms")),
+    Spec("calibration", "choice", "auto", choices=("auto", *calibration_families()), label="Calibration",
+         help="Which GPU family's fitted efficiency record times the GPU (assets/efficiency.json): auto = the "
+              "preset's own or the one it borrows (a custom GPU: the H100's)."),
+)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 ASSUMPTIONS = table(
@@ -154,7 +180,8 @@ PLAN = table(
     ZERO["optimizer"],
     ZERO["k"],
     *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
-    *(CLUSTER[k] for k in _custom_gpu),
+    FLASH,
+    *GPU_OVERRIDES.values(),
     *SEARCH.values(),
     *TARGET.values(),
     *ASSUMPTIONS.values(),
@@ -174,7 +201,8 @@ VIEW = table(
 )
 
 MODEL_KEYS = _custom_model
-GPU_KEYS = _custom_gpu
+ANY_MODEL_KEYS = _any_model
+GPU_KEYS = _custom_gpu  # every one applies to a preset too (0 / auto = the preset's)
 
 
 @dataclass(frozen=True)
@@ -204,14 +232,17 @@ class PlannerParams:
     params: float = PLAN["params"].default
     mlp: str = PLAN["mlp"].default
     tied: bool = PLAN["tied"].default
-    flash: bool = PLAN["flash"].default
+    parallel: bool = PLAN["parallel"].default
+    flash: str = PLAN["flash"].default
     gpu_mem: float = PLAN["gpu_mem"].default
     gpu_tflops: float = PLAN["gpu_tflops"].default
+    gpu_tflops_fp8: float = PLAN["gpu_tflops_fp8"].default
     gpn: int = PLAN["gpn"].default
     intra_bw: float = PLAN["intra_bw"].default
     inter_bw: float = PLAN["inter_bw"].default
     gpu_bw: float = PLAN["gpu_bw"].default
     gpu_sms: int = PLAN["gpu_sms"].default
+    calibration: str = PLAN["calibration"].default
     fix_t: int = 0
     fix_p: int = 0
     fix_d: int = 0

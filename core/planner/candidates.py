@@ -26,9 +26,9 @@ OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
 
 def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
     """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
-    model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq)
-    gpu = (presets.custom_gpu({k: getattr(q, k) for k in GPU_KEYS})
-           if q.gpu == "custom" else presets.gpu(q.gpu))
+    flash = None if q.flash == "auto" else q.flash == "true"
+    model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq, flash)
+    gpu = presets.chosen_gpu(q.gpu, {k: getattr(q, k) for k in GPU_KEYS if k != "calibration"}, q.calibration)
     precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")
     if precision in ("bf16", "fp8") and not gpu.bf16:
         raise InputError(f"precision: {gpu.name} has no BF16; choose fp16 or auto")

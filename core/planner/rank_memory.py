@@ -98,14 +98,15 @@ def activations(model, c: dict, first_inflight: np.ndarray, last_inflight: np.nd
         common = (model.seq, c["b"][rows], model.hidden, model.heads, layers_dev)
         tail = (c["t"][rows], c["sp"][rows], mode, model.vocab)
         both = (p == 1) | last_on_first[rows]
-        first = act_memory.stage_bytes(*common, first_inflight[rows], *tail, first=True, last=both, cp=cp, fp8=fp8)
-        last = act_memory.stage_bytes(*common, last_inflight[rows], *tail, first=False, last=True, cp=cp, fp8=fp8)
+        block = {"cp": cp, "fp8": fp8, "parallel": model.parallel_block}
+        first = act_memory.stage_bytes(*common, first_inflight[rows], *tail, first=True, last=both, **block)
+        last = act_memory.stage_bytes(*common, last_inflight[rows], *tail, first=False, last=True, **block)
         first_total = first["total"] + cp_ep.extra_activations(model, c, first_inflight, rows, capacity, fp8)[rows]
         last_total = last["total"] + cp_ep.extra_activations(model, c, last_inflight, rows, capacity, fp8)[rows]
         if model.flash_attention:  # the one layer that recompute rebuilds has no scores either
             shape = (model.seq, c["b"][rows], model.hidden, model.heads, c["t"][rows], c["sp"][rows])
-            scores = (act_memory.per_layer_bytes(*shape, "none", cp=cp, fp8=fp8)
-                      - act_memory.per_layer_bytes(*shape, "selective", cp=cp, fp8=fp8))
+            scores = (act_memory.per_layer_bytes(*shape, "none", **block)
+                      - act_memory.per_layer_bytes(*shape, "selective", **block))
             first_total, last_total = first_total - scores, last_total - scores
         last_total = np.where(both, 0.0, last_total)
         out[rows] = np.maximum(first_total, last_total)
