@@ -3,16 +3,17 @@
 
     python scripts/fit_efficiency.py                 # print every record's fit and the errors it gives
     python scripts/fit_efficiency.py --write         # store them in assets/efficiency.json
-    python scripts/fit_efficiency.py --record h100-16bit
+    python scripts/fit_efficiency.py --fit h100      # one fit group
+    python scripts/fit_efficiency.py --measurements  # only the values kernel measurements fix
 
 A record (core.cost.calibration) is one GPU family at one precision. Its calibration set is every row whose role is
 "calibration", whose GPU preset uses that family (assets/gpus.json `calibration`) and whose precision the record
 covers (fp16 and bf16: 16-bit; fp8); the A100 record also sees Korthikanti et al.'s per-layer times. The held-out
-rows are only predicted afterwards. RECORDS says which parameters each record fits and within which physical bounds;
-the rest stay at their sourced values. The objective is the mean squared log error within each source, summed over
-sources (no publication outvotes another by row count). The search is a coarse grid over the bounds, then finer
-grids around the best point (deterministic, no solver needed). 16-bit records are fitted before the FP8 record that
-builds on them.
+rows are only predicted afterwards. FITS says which parameters each fit group fits (the H100 16-bit and FP8 records
+together: both run their attention and memory-bound kernels in 16-bit) and within which physical bounds; the rest
+stay at the values kernel measurements by shape fix (`measured`, each with its source). The objective is the mean
+squared log error within each source, summed over sources (no publication outvotes another by row count). The
+search is a coarse grid over the bounds, then finer grids around the best point (deterministic, no solver needed).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -32,17 +35,118 @@ from core.cost import calibration  # noqa: E402
 from core.model import presets  # noqa: E402
 from core.planner import validation  # noqa: E402
 
-# Per record: the parameters fitted, their physical bounds and coarse grid points, and the set in words.
-RECORDS = {
-    "a100-16bit": {
-        "bounds": {"gemm_eff": (0.5, 0.95, 10), "mem_eff": (0.5, 0.95, 10), "gemm_k0": (0.0, 1024.0, 9)},
-        "set": "Narayanan et al. 2021 Table 1 rows 3.6B, 7.5B, 39.1B, 76.1B, 310.1B and 529.6B (step times) and "
-               "Korthikanti et al. 2022 Table 4 (22B layer times, forward and backward where printed); the twelve "
-               "validation rows (Narayanan 1.7B, 18.4B, 145.6B, 1T; Korthikanti Table 5) are held out",
+# The fits: each names the records it fits together, their parameters ("record:name") with physical bounds and
+# coarse grid points, and each record's calibration set in words. The H100 records are fitted together because the
+# attention core and the memory-bound kernels run in 16-bit in both: the FP8 set also measures mem_eff.
+FITS = {
+    "a100": {
+        "bounds": {"a100-16bit:gemm_eff": (0.5, 0.95, 10), "a100-16bit:mem_eff": (0.5, 0.95, 10),
+                   "a100-16bit:gemm_k0": (0.0, 1024.0, 9)},
+        "sets": {"a100-16bit": "Narayanan et al. 2021 Table 1 rows 3.6B, 7.5B, 39.1B, 76.1B, 310.1B and 529.6B "
+                               "(step times) and Korthikanti et al. 2022 Table 4 (22B layer times, forward and "
+                               "backward where printed); the twelve validation rows (Narayanan 1.7B, 18.4B, 145.6B, "
+                               "1T; Korthikanti Table 5) and every other A100 source are held out"},
+    },
+    "h100": {
+        "bounds": {"h100-16bit:gemm_eff": (0.5, 0.8, 7), "h100-16bit:mem_eff": (0.2, 0.95, 6),
+                   "h100-fp8:gemm_eff": (0.4, 0.71, 7)},
+        "sets": {"h100-16bit": "the Megatron-Core r0.8.0 weak-scaling table of the Megatron-LM README (H100 80GB, "
+                               "BF16, GPT models of 1.7B-462B on 48-6,144 GPUs: one framework, one FLOP convention, "
+                               "hidden 2,048-18,432; the 119B row is unmatched), fitted with the FP8 set below; every "
+                               "other H100 BF16 source is held out",
+                 "h100-fp8": "the NeMo 24.07 FP8 pre-training table on DGX-H100 (twelve GPT-3, Llama 2, Nemotron and "
+                             "Llama 3 runs of 5B-340B on 8-512 GPUs, micro-batch, TP, PP, CP and interleave depth "
+                             "stated), fitted with the BF16 set above; every other FP8 source is held out"},
     },
 }
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
+# Why each record's bounds are where they are (written into the file with the fit).
+BOUNDS_WHY = ("gemm_eff at most the best matmul rate any shape reaches (stas00/ml-engineering mamf-finder, 744d01e: "
+              "A100 SXM BF16 86.9 %, H100 SXM BF16 80.3 %, H100 FP8 70.9 % of the dense peak); mem_eff between eager "
+              "PyTorch RMSNorm (0.20 of H100's HBM) and the best fused kernels (0.8) on H100")
+
+
+# ------------------------------------------------------------------------------ values kernel measurements fix
+
+def _fit_flash(m: dict) -> tuple[float, float]:
+    """(flash_eff, s0) of a causal flash kernel: TFLOP/s = peak x eff x s / (s + s0), least squares in logs."""
+    s, y = np.asarray(m["seq"], dtype=float), np.asarray(m["tflops"], dtype=float) * 1e12
+    best = (np.inf, 0.0, 0.0)
+    for s0 in np.arange(0.0, 3000.0, 2.0):
+        f = s / (s + s0)
+        rate = float(np.exp(np.mean(np.log(y / f))))
+        cost = float(np.sum(np.log(rate * f / y) ** 2))
+        if cost < best[0]:
+            best = (cost, rate, s0)
+    return best[1] / presets.gpu(m["gpu"]).peak_flops, best[2]
+
+
+def _fit_k0(m: dict) -> tuple[float, float]:
+    """(efficiency, k0) of core.cost.gemm.gemm_time (waves of 256 x 128 tiles, roofline) on FP8 GEMMs by shape."""
+    from dataclasses import replace
+
+    from core.cost.gemm import gemm_time
+    from core.cost.rates import Rates
+
+    rows = np.asarray(m["rows"], dtype=float)
+    M, N, K, tflops = rows.T
+    base = Rates.of(presets.gpu(m["gpu"]), fp8=True)
+    best = (np.inf, 0.0, 0.0)
+    for mem in np.arange(0.5, 1.001, 0.05):  # that kernel's own memory side, fitted with it
+        for eff in np.arange(0.60, 0.951, 0.01):
+            for k0 in np.arange(0.0, 2001.0, 25.0):
+                r = replace(base, linear_eff=float(eff), linear_k0=float(k0), mem_eff=float(mem))
+                got = 2 * M * N * K / gemm_time(r, M, N, K, a_bytes=1.0, linear=True) / 1e12
+                cost = float(np.sum(np.log(got / tflops) ** 2))
+                if cost < best[0]:
+                    best = (cost, float(eff), float(k0))
+    return best[1], best[2]
+
+
+def measured() -> dict[tuple[str, str], tuple[float, str]]:
+    """Values the calibration runs cannot identify, from kernel measurements by shape: {(record or "fixed", name):
+    (value, source)}."""
+    meas = calibration.measurements()
+    out = {}
+    effs = {}
+    for gpu, key in (("a100", "a100-16bit"), ("h100", "h100-16bit")):
+        m = meas[f"flash_{gpu}"]
+        eff, s0 = _fit_flash(m)
+        effs[gpu] = (eff, s0)
+        out[(key, "flash_eff")] = (round(eff, 3), f"{m['source']}: the long-sequence asymptote of the keys / "
+                                                   f"(keys + s0) form fitted to it, {eff:.3f} of the 16-bit peak "
+                                                   f"(s0 = {s0:.0f})")
+    s0 = round(float(np.mean([v[1] for v in effs.values()])), -1)
+    out[("fixed", "flash_s0")] = (s0, "a flash kernel's rate grows with the keys each query tile sweeps as keys / "
+                                      "(keys + s0): FlashAttention-2's causal forward + backward benchmarks fit it "
+                                      f"within 1 % with s0 = {effs['a100'][1]:.0f} (A100) and {effs['h100'][1]:.0f} "
+                                      f"(H100); {s0:g} is their mean (measurements flash_a100, flash_h100)")
+    m = meas["gemm_fp8_h800"]
+    eff, k0 = _fit_k0(m)
+    out[("h100-fp8", "gemm_k0")] = (k0, f"{m['source']}: core.cost.gemm's form fitted to them gives k0 = {k0:.0f} "
+                                        f"elements (at {eff:.3f} of the FP8 peak for that kernel)")
+    out[("h100-16bit", "gemm_k0")] = (k0 / 2, f"half the FP8 fit's k0 = {k0:.0f} (DeepGEMM's H800 shapes): Hopper's "
+                                              "tensor-core pipelines take k in 128-byte blocks, 64 BF16 or 128 FP8 "
+                                              "elements, so the same fixed number of blocks per tile is half the "
+                                              "elements in BF16; the BF16 calibration set cannot tell k0 from mem_eff "
+                                              "(both scale as 1 / h)")
+    return out
+
+
+def apply_measured(doc: dict | None = None) -> dict[tuple[str, str], tuple[float, str]]:
+    """Put the measured values into the loaded file (and into `doc`, the copy --write saves)."""
+    values = measured()
+    for target in filter(None, (calibration.document_copy(), doc)):
+        for (where, name), (value, source) in values.items():
+            if where == "fixed":
+                target["fixed"][name] = value
+                target["fixed_sources"][name] = source
+            else:
+                target["calibrations"][where]["values"][name] = value
+                target["calibrations"][where].setdefault("sources", {})[name] = source
+    calibration.record.cache_clear()
+    return values
 
 
 def record_of(row: dict) -> str:
@@ -59,12 +163,29 @@ def _paper(source: str) -> str:
     return source.split("-")[0]
 
 
-def calibration_errors(key: str, values: dict[str, float]) -> dict[str, np.ndarray]:
-    """Errors of record `key`'s calibration rows under `values`, grouped by publication."""
-    wanted = {r["key"] for r in calibration_rows(key)}
-    with calibration.trial(key, **values):
+def _records(group: str) -> list[str]:
+    return list(FITS[group]["sets"])
+
+
+@contextmanager
+def _trial(values: dict[str, float]) -> Iterator[None]:
+    """Every record of `values` ("record:name" keys) tried at once."""
+    with ExitStack() as stack:
+        by_record: dict[str, dict[str, float]] = {}
+        for name, value in values.items():
+            record, param = name.split(":")
+            by_record.setdefault(record, {})[param] = value
+        for record, params in by_record.items():
+            stack.enter_context(calibration.trial(record, **params))
+        yield
+
+
+def calibration_errors(group: str, values: dict[str, float]) -> dict[str, np.ndarray]:
+    """Errors of the fit group's calibration rows under `values`, grouped by publication."""
+    wanted = {r["key"] for key in _records(group) for r in calibration_rows(key)}
+    with _trial(values):
         steps = validation.step_rows(roles=("calibration",), keep=lambda r: r["key"] in wanted)
-        layers = validation.layer_rows() if key == "a100-16bit" else None
+        layers = validation.layer_rows() if "a100-16bit" in _records(group) else None
     out: dict[str, list] = {}
     for source, error in zip(steps.get("source", []), steps.get("error", []), strict=True):
         out.setdefault(_paper(source), []).append(error)
@@ -76,9 +197,9 @@ def calibration_errors(key: str, values: dict[str, float]) -> dict[str, np.ndarr
     return {k: np.asarray(v, dtype=float) for k, v in out.items()}
 
 
-def objective(key: str, values: dict[str, float]) -> float:
+def objective(group: str, values: dict[str, float]) -> float:
     """Mean squared log error within each source, summed over sources."""
-    return float(sum(np.mean(np.log1p(e) ** 2) for e in calibration_errors(key, values).values()))
+    return float(sum(np.mean(np.log1p(e) ** 2) for e in calibration_errors(group, values).values()))
 
 
 def _grid(bounds: dict, centre: dict | None, steps: dict | None) -> list[dict[str, float]]:
@@ -89,19 +210,19 @@ def _grid(bounds: dict, centre: dict | None, steps: dict | None) -> list[dict[st
     return [dict(zip(axes, map(float, pt), strict=True)) for pt in itertools.product(*axes.values())]
 
 
-def fit(key: str) -> tuple[dict[str, float], float]:
-    """The record's fitted values (rounded as stored) and the objective there."""
-    bounds = RECORDS[key]["bounds"]
+def fit(group: str) -> tuple[dict[str, float], float]:
+    """The group's fitted values ("record:name", rounded as stored) and the objective there."""
+    bounds = FITS[group]["bounds"]
     steps = {k: (hi - lo) / (n - 1) for k, (lo, hi, n) in bounds.items()}
     best, best_cost, centre = None, np.inf, None
     for _ in range(ROUNDS + 1):
         for values in _grid(bounds, centre, None if centre is None else steps):
-            cost = objective(key, values)
+            cost = objective(group, values)
             if cost < best_cost:
                 best, best_cost = values, cost
         centre, steps = best, {k: 2 * v / (FINE - 1) for k, v in steps.items()}
-    rounded = {k: round(v) if k == "gemm_k0" else round(v, 3) for k, v in best.items()}
-    return rounded, objective(key, rounded)
+    rounded = {k: round(v) if k.endswith("gemm_k0") else round(v, 3) for k, v in best.items()}
+    return rounded, objective(group, rounded)
 
 
 def _summary(result: validation.Validation, key: str) -> dict:
@@ -126,31 +247,41 @@ def _summary(result: validation.Validation, key: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="store the fits in assets/efficiency.json")
-    parser.add_argument("--record", choices=tuple(RECORDS), action="append",
-                        help="fit only this record (repeatable; default all, 16-bit ones first)")
+    parser.add_argument("--fit", choices=tuple(FITS), action="append", help="run only this fit (repeatable)")
+    parser.add_argument("--measurements", action="store_true",
+                        help="only print the values the kernel measurements fix, and how")
     args = parser.parse_args()
-    keys = sorted(args.record or RECORDS, key=lambda k: calibration.record(k).precision == "fp8")
     path = ROOT / "assets" / "efficiency.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
-    for key in keys:
-        values, cost = fit(key)
-        entry = calibration.entry(key)  # the loaded copy: later records build on this fit
-        entry["values"].update(values)
+    fixed = apply_measured(doc)
+    print(json.dumps({f"{w} {n}": {"value": v, "source": src} for (w, n), (v, src) in fixed.items()}, indent=2))
+    if args.measurements:
+        return 0
+    for group in args.fit or FITS:
+        values, cost = fit(group)
+        for name, value in values.items():
+            record, param = name.split(":")
+            calibration.entry(record)["values"][param] = value  # the loaded copy: the summaries below use the fit
+            doc["calibrations"][record]["values"][param] = value
         calibration.record.cache_clear()
         result = validation.validate()
-        record = {
-            "fitted": sorted(values), "set": RECORDS[key]["set"],
-            "rows": [r["key"] for r in calibration_rows(key)]
-                    + ([r["key"] for r in validation.data()["per_layer"]] if key == "a100-16bit" else []),
-            "objective": "mean squared log(predicted / published) within each source, summed over sources (no "
-                         "publication outvotes another by row count)",
-            "bounds": {k: [lo, hi] for k, (lo, hi, _) in RECORDS[key]["bounds"].items()},
-            "cost": round(cost, 6), "summary": _summary(result, key), "script": "scripts/fit_efficiency.py",
-        }
-        print(json.dumps({key: {"values": values, **record}}, indent=2))
-        target = doc["calibrations"][key]
-        target["values"].update(values)
-        target.update(record)
+        for key, described in FITS[group]["sets"].items():
+            mine = sorted(n.split(":")[1] for n in values if n.startswith(key + ":"))
+            rows = [r["key"] for r in calibration_rows(key)]
+            if key == "a100-16bit":
+                rows += [r["key"] for r in validation.data()["per_layer"]]
+            record = {
+                "fitted": mine, "set": described, "rows": rows,
+                "objective": "mean squared log(predicted / published) within each source, summed over sources (no "
+                             "publication outvotes another by row count), over the fit's records together",
+                "fitted_with": [k for k in FITS[group]["sets"] if k != key],
+                "bounds": {n.split(":")[1]: [lo, hi] for n, (lo, hi, _) in FITS[group]["bounds"].items()
+                           if n.startswith(key + ":")},
+                "bounds_why": BOUNDS_WHY, "cost": round(cost, 6), "summary": _summary(result, key),
+                "script": "scripts/fit_efficiency.py",
+            }
+            doc["calibrations"][key].update(record)
+            print(json.dumps({key: {"values": doc["calibrations"][key]["values"], **record}}, indent=2))
     if args.write:
         path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)

@@ -26,10 +26,12 @@ def _records() -> list[str]:
     out = []
     for key in calibration.keys():
         c = calibration.record(key)
+        own = calibration.entry(key)["values"]
         fitted = ", ".join(f"{k} = {getattr(c, k):g}" for k in calibration.FITTABLE if k in c.fitted)
-        fixed = ", ".join(f"{k} = {getattr(c, k):g}" for k in calibration.FITTABLE if k not in c.fitted)
+        fixed = ", ".join(f"{k} = {getattr(c, k):g}" for k in calibration.FITTABLE if k not in c.fitted and k in own)
+        base = calibration.entry(key).get("base")
         out.append(f"- **{key}**: fitted {fitted or 'nothing'} on {c.calibration_set or 'no set (borrowed values)'}; "
-                   f"from sources {fixed}.")
+                   f"from kernel measurements {fixed}" + (f"; the rest is {base}'s." if base else "."))
     return out
 
 
@@ -37,9 +39,21 @@ def _published(r: dict) -> str:
     kind, value = r["measure"], r["published_value"]
     if kind == "step_time_s":
         return "step time"
-    shown = f"{100 * value:.1f} % MFU" if kind == "mfu" else f"{value:,.4g} " + {
+    shown = f"{100 * value:.1f} % MFU" if kind == "mfu" else f"{value:,.5g} " + {
         "tflops_per_gpu": "TFLOP/s/GPU", "tokens_per_s_per_gpu": "tokens/s/GPU"}[kind]
-    return shown + (f" ({r['flops']})" if r["flops"] else "")
+    return shown + (f" ({r['flops']})" if isinstance(r["flops"], str) else "")
+
+
+def _step_table(rows, title: str) -> list[str]:
+    out = [f"| {title} | GPU, precision | t x p x cp x d | schedule | micro-batch | published | published s | "
+           "predicted s | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows.to_dict("records"):
+        sched = r["schedule"] + (f" v={r['v']:.0f}" if r["schedule"] == "interleaved" else "")
+        mb = f"{r['chosen'].get('micro_batch', r['micro_batch']):.0f}"
+        out.append(f"| {r['label']} | {r['gpu']}, {r['precision']} | {r['t']} x {r['p']} x {r['cp']} x {r['d']} | "
+                   f"{sched if r['p'] > 1 else '-'} | {mb}{'*' if 'micro_batch' in r['chosen'] else ''} | "
+                   f"{_published(r)} | {r['published_s']:,.2f} | {r['predicted_s']:,.2f} | {pct(r['error'])} |")
+    return out + [""]
 
 
 def markdown(result: validation.Validation | None = None) -> str:
@@ -48,27 +62,30 @@ def markdown(result: validation.Validation | None = None) -> str:
            "own calibration set and nothing else:", "", *_records(), "",
            "Each row is the source's own layout on its own GPU and precision; a throughput is turned into a step time "
            "under its source's FLOP convention (`full`: all s x s scores; `causal`: half; `full-recompute`: "
-           "Narayanan's hardware count); error = predicted / published - 1.", ""]
+           "Narayanan's hardware count; `palm`: 6 N + 12 L H Q T); error = predicted / published - 1. A micro-batch "
+           "marked * (and an unstated recompute or interleave depth) is the fastest that fits, as a tuned benchmark "
+           "would have chosen (`validate --json`: `chosen`, `assumed`).", ""]
     steps = result.matched
-    for role in validation.ROLES:
-        rows = steps[steps["role"] == role]
-        out += [f"| {role} run | GPU, precision | t x p x cp x d | schedule | micro-batch | published | "
-                "published s | predicted s | error |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in rows.to_dict("records"):
-            sched = r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else "")
-            out.append(f"| {r['label']} | {r['gpu']}, {r['precision']} | {r['t']} x {r['p']} x {r['cp']} x {r['d']} | "
-                       f"{sched if r['p'] > 1 else '-'} | {r['micro_batch']} | {_published(r)} | "
-                       f"{r['published_s']:,.2f} | {r['predicted_s']:,.2f} | {pct(r['error'])} |")
-        out.append("")
-    unmatched = result.steps[result.steps["unmatched"].notna()]
-    if len(unmatched):
-        out += ["Published rows kept but not predicted:", ""]
-        out += [f"- {r['label']}: {r['unmatched']}" for r in unmatched.to_dict("records")] + [""]
+    modelled = steps["scope"] == validation.MODELLED
+    out += _step_table(steps[steps["role"] == "calibration"], "calibration run")
+    out += _step_table(steps[(steps["role"] == "held-out") & modelled], "held-out run")
     out += ["| per-layer time (calibration) | published ms | predicted ms | error |", "|---|---|---|---|"]
     for r in result.layers.to_dict("records"):
         out.append(f"| {r['label']} | {r['published_ms']:.1f} | {r['predicted_ms']:.1f} | {pct(r['error'])} |")
     out.append("")
     out += [f"- {line}" for line in result.summary_lines()]
+    out += ["", "Held out but outside the frameworks the model describes (every row in `python -m core validate`):", ""]
+    for source, why in sorted({r["source"]: r["scope"] for r in steps[~modelled].to_dict("records")}.items()):
+        out.append(f"- {source}: {why}")
+    unmatched = result.steps[result.steps["unmatched"].notna()]
+    if len(unmatched):
+        out += ["", f"Published rows kept but not predicted ({len(unmatched)}):", ""]
+        reasons: dict[str, list[str]] = {}
+        for r in unmatched.to_dict("records"):
+            reasons.setdefault(r["unmatched"], []).append(r["label"])
+        for why, labels in reasons.items():
+            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+            out.append(f"- {shown}: {why}")
     return "\n".join(out)
 
 

@@ -1,8 +1,12 @@
 """The planner's step time against published training runs (assets/validation.json, `python -m core validate`).
 
 Sources: Narayanan et al. 2021 (arXiv:2104.04473) Table 1 with the layouts of its artifact
-(Megatron-LM examples/sc21/run_table_1.sh); Korthikanti et al. 2022 (arXiv:2205.05198) Tables 3, 4 and 5.
-Acceptance (issue 9): over the twelve rows named there, mean |error| <= 5 % and every row <= 10 %.
+(Megatron-LM examples/sc21/run_table_1.sh); Korthikanti et al. 2022 (arXiv:2205.05198) Tables 3, 4 and 5; the
+Megatron-LM README's Megatron-Core r0.8 H100 table (images/model_table.png at f2e5db402c); NeMo 24.07's FP8 table and
+NeMo 24.03's long-sequence table (NVIDIA/NeMo docs/source/performance); and the other sources of the file.
+Acceptance (issue 9): over the twelve A100 rows named there, mean |error| <= 5 % and every row <= 10 %. Issue 21:
+the held-out rows of the frameworks the model describes (>= 20 rows, >= 4 sources, H100 and FP8 among them) within
+5 % on average, 12 % at worst, signed mean within +/- 2 %.
 """
 
 import json
@@ -57,8 +61,69 @@ def test_the_layouts_are_the_papers():
                 lay["v"]) == (t, p, d, b, schedule, v)
 
 
-def test_every_published_layout_fits_and_is_one_pinned_candidate(result):
-    assert len(result.steps) == 18 and result.steps["fits"].all()
+def test_every_modelled_published_layout_fits(result):
+    # Fit is judged against the GPU's physical memory (the run did run); outside the modelled frameworks some runs
+    # hold less than this memory model charges (Meta's schedule variant, Composer's FSDP).
+    s = result.matched
+    assert s.loc[s["scope"] == validation.MODELLED, "fits"].all()
+
+
+def test_megatron_core_h100_table_is_the_readme_image():
+    # images/model_table.png at f2e5db402c: 1.7B 408.8 TFLOP/s per GPU on 48 GPUs is 41 % MFU and 19.6 PFLOP/s;
+    # 462B 459.9 on 6,144 is 47 % and 2,825.6 PFLOP/s; counted as core_r0.8.0's num_floating_point_operations.
+    for key, tflops, gpus, mfu, agg in (("mcore-weak-1.7b", 408.8, 48, 0.41, 19.6),
+                                        ("mcore-weak-462b", 459.9, 6144, 0.47, 2825.6)):
+        row = _row(key)
+        assert row["published"]["tflops_per_gpu"] == tflops and row["layout"]["gpus"] == gpus
+        assert tflops / 989 == pytest.approx(mfu, abs=0.005) and tflops * gpus / 1000 == pytest.approx(agg, abs=0.05)
+    # Megatron-Core r0.8 counts the full s x s scores: 12 B s L h^2 (1 + 1 + s/h + 4 + V/(2 L h)) for a GeLU 4h block.
+    m = _row("mcore-weak-1.7b")["model"]
+    model, _, _ = validation.candidates.resolve(validation.params_of(_row("mcore-weak-1.7b")))
+    B, s, L, h, V = 192, m["seq"], m["layers"], m["hidden"], m["vocab"]
+    megatron = 12 * B * s * L * h * h * (2 + s / h + 4 + V / (2 * L * h))
+    assert float(flops.convention_flops(model, B, "full")) == pytest.approx(megatron, rel=1e-9)
+
+
+def test_nemo_tables_count_the_convention_their_rows_imply():
+    # NeMo 24.07 prints tokens/s and model TFLOP/s per GPU: their ratio is the full-score count per token within
+    # 0.2 % on every row; Megatron-Bridge 25.09+ halves the scores (causal) and so prints less for the same model.
+    rows = [r for r in validation.data()["rows"] if r["source"] == "nemo_perf_2407"]
+    assert len(rows) == 12
+    for row in rows:
+        tokens, tflops = [float(x) for x in row["published"]["excerpt"].split("|")[10:12]]
+        model, _, _ = validation.candidates.resolve(validation.params_of(row))
+        per_token = float(flops.convention_flops(model, 1, "full")) / model.seq
+        assert tflops * 1e12 / tokens == pytest.approx(per_token, rel=0.004), row["key"]
+
+
+def test_held_out_rows_meet_issue_21(result):
+    s = result.matched
+    held = s[(s["role"] == "held-out") & (s["scope"] == validation.MODELLED)]
+    assert len(held) >= 20 and held["source"].nunique() >= 4
+    assert {"h100-80gb"} <= set(held["gpu"]) and "fp8" in set(held["precision"])
+    errors = held["error"]
+    assert errors.abs().mean() <= 0.05 and errors.abs().max() <= 0.12 and abs(errors.mean()) <= 0.02
+    summary = result.summary()["held-out"]
+    assert summary.rows == len(held) and summary.mean_abs_error == pytest.approx(errors.abs().mean())
+
+
+def test_every_row_carries_its_provenance(result):
+    for r in result.steps.to_dict("records"):
+        assert r["source"] in validation.data()["sources"] and r["role"] in validation.ROLES
+        assert r["gpu"] and r["precision"] in ("fp16", "bf16", "fp8")
+        if r["unmatched"] is None:
+            assert r["published_s"] > 0 and r["predicted_s"] > 0
+            assert r["error"] == pytest.approx(r["predicted_s"] / r["published_s"] - 1)
+        for field in ("micro_batch", "recompute", "v"):
+            if field in r["chosen"]:  # left open by the source: the row says so, and what was kept
+                assert any(field in k for k in r["assumed"]), (r["key"], field)
+    for row in validation.data()["rows"]:
+        assert row["published"].get("excerpt") or row["source"] in ("narayanan2021", "korthikanti2022"), row["key"]
+
+
+def test_no_row_is_both_calibration_and_outside_the_model(result):
+    s = result.steps
+    assert (s.loc[s["role"] == "calibration", "scope"] == validation.MODELLED).all()
 
 
 def test_the_twelve_rows_meet_the_acceptance(result):
@@ -102,9 +167,13 @@ def test_cli_validate_json(capsys):
     parts = sum(step[k] for k in ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "optimizer",
                                   "offload"))
     assert parts == pytest.approx(step["predicted_s"])
+    for step in out["steps"]:  # issue 21: every row says where it comes from and what was assumed
+        assert {"source", "gpu", "precision", "role", "published_s", "predicted_s", "error", "assumed"} <= set(step)
+    assert set(out["conventions"]) >= {"full", "causal", "full-recompute", "palm"}
 
 
 def test_cli_validate_text(capsys):
     assert main(["validate"]) == 0
     text = capsys.readouterr().out
-    assert "held-out rows (12)" in text and "Calculon" in text and "Korthikanti 1T" in text
+    assert "held-out rows (" in text and "Calculon" in text and "Korthikanti 1T" in text
+    assert "unmatched rows (" in text and "NeMo 24.07" in text

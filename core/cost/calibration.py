@@ -123,3 +123,13 @@ def trial(key: str, **values: float) -> Iterator[None]:
 
 def fixed_sources() -> Mapping[str, str]:
     return _document()["fixed_sources"]
+
+
+def measurements() -> Mapping[str, Any]:
+    """The kernel measurements by shape that fix what the calibration runs cannot identify."""
+    return _document()["measurements"]
+
+
+def document_copy() -> dict[str, Any]:
+    """The loaded file itself (the fit script updates it in place); clear record's cache after changing it."""
+    return _document()

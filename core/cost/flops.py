@@ -55,6 +55,7 @@ class FlopConvention:
     attention: float  # share of the full s x s score and value products counted: 1 full, 0.5 causal
     recompute: str  # "none": model FLOPs; "full": as if every layer's forward ran twice (Narayanan's Table 1)
     source: str
+    form: str = "layers"  # "layers": the layers' matmuls + logits (training_flops); "6N": 6 x all parameters per token
 
 
 CONVENTIONS = {c.key: c for c in (
@@ -68,6 +69,10 @@ CONVENTIONS = {c.key: c for c in (
     FlopConvention("full-recompute", "hardware FLOPs with full recompute, full s x s attention", 1.0, "full",
                    "Narayanan et al. 2021, section 5.1: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) per iteration, the "
                    "count behind Table 1's achieved teraFLOP/s per GPU"),
+    FlopConvention("palm", "6 N + 12 L H Q T per token (N all parameters, embeddings included), full attention",
+                   1.0, "none", "PaLM (Chowdhery et al. 2022, arXiv:2204.02311) appendix B, as Llama 3 "
+                   "(arXiv:2407.21783, 3.3.2: 'MFU; Chowdhery et al. (2023)') and llm-foundry's benchmark tables count",
+                   form="6N"),
 )}
 MFU_CONVENTION = "causal"
 
@@ -129,6 +134,10 @@ def training_flops(model: ModelConfig, sequences, recompute="none", attention: f
 def convention_flops(model: ModelConfig, sequences, convention: str):
     """FLOPs of a step as the named convention (CONVENTIONS) counts them."""
     c = CONVENTIONS[convention]
+    if c.form == "6N":
+        tokens = np.asarray(sequences, dtype=float) * model.seq
+        scores = 12.0 * model.layers * model.seq * attention_core_width(model) * c.attention
+        return tokens * (6.0 * model.params_active + scores)
     return training_flops(model, sequences, c.recompute, c.attention)
 
 

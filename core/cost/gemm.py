@@ -46,6 +46,10 @@ def stream_time(r: Rates, nbytes) -> np.ndarray:
     return np.asarray(nbytes, dtype=float) / (r.bandwidth * r.mem_eff)
 
 
-def flash_time(r: Rates, flops) -> np.ndarray:
-    """Seconds of a fused (flash) attention kernel doing `flops` (already halved for causal masking)."""
-    return np.asarray(flops, dtype=float) / (r.peak * r.flash_eff)
+def flash_time(r: Rates, flops, keys=np.inf) -> np.ndarray:
+    """Seconds of a fused (flash) attention kernel doing `flops` (already halved for causal masking) over `keys` key
+    positions per query block: it runs at flash_eff x keys / (keys + flash_s0) of the 16-bit peak, the same
+    fixed-cost-per-tile form as a GEMM's short inner dimension (each query tile's loop over keys has a start-up
+    and write-back cost). FlashAttention-2's own causal benchmarks fit it to 1 % (A100 and H100, s = 512-16K)."""
+    keys = np.asarray(keys, dtype=float)
+    return np.asarray(flops, dtype=float) / (r.peak * r.flash_eff * keys / (keys + r.flash_s0))

@@ -181,8 +181,9 @@ def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latenc
     drop = 1.0 if model.dropout else 0.0
     if model.flash_attention:
         work = 2.0 * b * q * s * model.heads * (qk + v) / t * r.flash_causal_share  # causal blocks only
-        out["F"]["attention"] += flash_time(r, work)
-        out["B"]["attention"] += flash_time(r, 2.5 * work)  # FlashAttention's backward recomputes the scores
+        keys = s / cp  # each kernel call sweeps this rank's share of the keys (a ring step's chunk under CP)
+        out["F"]["attention"] += flash_time(r, work, keys)
+        out["B"]["attention"] += flash_time(r, 2.5 * work, keys)  # FlashAttention's backward recomputes the scores
     else:
         scores = heads * q * s
         out["F"]["attention"] += (gemm_time(r, q, s, qk, heads) + gemm_time(r, q, v, s, heads)

@@ -33,6 +33,7 @@ class Rates:
     tile_n: int
     flash_eff: float
     flash_causal_share: float
+    flash_s0: float = 0.0  # a flash kernel runs at keys / (keys + flash_s0) of flash_eff (core.cost.gemm.flash_time)
     linear_eff: float | None = None  # None: gemm_eff
     linear_k0: float | None = None  # None: gemm_k0
     calibration: str = ""  # the key of the record the fractions came from (and the FP8 one's, after a +)
@@ -57,6 +58,7 @@ class Rates:
                    gemm_eff=float(gemm), mem_eff=float(mem_eff or gpu.mem_eff or base.mem_eff),
                    gemm_k0=base.gemm_k0, tile_m=int(fixed["tile_m"]), tile_n=int(fixed["tile_n"]),
                    flash_eff=base.flash_eff, flash_causal_share=float(fixed["flash_causal_share"]),
+                   flash_s0=float(fixed["flash_s0"]),
                    linear_eff=float(eff or (gemm if low is base else low.gemm_eff)), linear_k0=low.gemm_k0,
                    calibration=base.key + (f" + {low.key}" if low is not base else ""))
 
@@ -80,6 +82,8 @@ class Rates:
              "why": f"{sources['tile_m']}; tiles run in waves of {self.sms} SMs (wave quantisation)"},
             {"key": "flash_eff", "label": "Flash-attention fraction of peak", "value": self.flash_eff, "unit": "",
              "why": f"{meaning['flash_eff']}; {cal.source('flash_eff')}"},
+            {"key": "flash_s0", "label": "Flash-attention per-tile overhead", "value": self.flash_s0, "unit": "keys",
+             "why": sources["flash_s0"]},
         ]
         if low is not cal:
             peak, eff, k0 = self.linear

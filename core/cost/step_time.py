@@ -91,6 +91,7 @@ class Assumptions:
     tp_bwd_overlap: bool = ASSUMPTIONS["tp_bwd_overlap"].default
     grad_accum_fusion: bool = ASSUMPTIONS["grad_accum_fusion"].default
     dp_overlap: float = ASSUMPTIONS["dp_overlap"].default
+    pp_overlap: bool = ASSUMPTIONS["pp_overlap"].default
     p2p_latency_us: float = ASSUMPTIONS["p2p_latency_us"].default
     reserve_frac: float = ASSUMPTIONS["reserve_frac"].default
     pcie_bw: float = ASSUMPTIONS["pcie_bw"].default
@@ -243,6 +244,8 @@ def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b,
     pp_bw = link(t * d * p <= gpu.gpus_per_node, gpu, a)
     sent = comm.p2p_bytes(model.seq, b, model.hidden, t, t > 1) / cp
     send = np.where(p > 1, chunks * (sent / pp_bw + lat), 0.0)
+    if a.pp_overlap:  # Megatron's interleaved schedule: each chunk's send runs behind the next chunk's compute
+        send = _overlapped_sends(send, chunks, split, layers_dev * per_layer["F"], layers_dev * per_layer["B"])
 
     tf = layers_dev * per_layer["F"] + send
     tb = layers_dev * (per_layer["B"] + per_layer["R"]) + send
@@ -253,6 +256,14 @@ def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b,
     tail = _by_component(output_times(model, r, b / cp, t, sp, tp_bw, lat, a.grad_accum_fusion))
     compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
     return StageCosts(tf, tb, tw, body, head, tail, exposed, compute)
+
+
+def _overlapped_sends(send, chunks, split, forward, backward) -> np.ndarray:
+    """Pipeline-send seconds left on the critical path where Megatron-LM's interleaved schedule (several chunks, an
+    unsplit backward) overlaps each chunk's send with the next chunk's forward / backward: what exceeds it."""
+    per_chunk = send / chunks
+    hidden = np.maximum(per_chunk - np.minimum(forward, backward) / chunks, 0.0) * chunks
+    return np.where((np.asarray(chunks) > 1) & ~np.asarray(split, dtype=bool), hidden, send)
 
 
 def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, costs: StageCosts, *, gpus: int, batch: int, t, p, d,

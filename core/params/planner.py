@@ -93,6 +93,10 @@ ASSUMPTIONS = table(
          help="Bucketed gradient collectives run during the backward pass (DeepSpeed overlap_comm, Megatron "
               "overlap_grad_reduce) and parameter gathers during the forward; the last bucket and kernel "
               "contention leave part exposed."),
+    Spec("pp_overlap", "bool", True, label="Interleaved pipeline sends overlapped (Megatron-LM)",
+         help="Megatron-LM's interleaved schedule sends each chunk's output while the next chunk computes, by default "
+              "since commit 4eeff55 (October 2023, --no-overlap-p2p-communication turns it off); its other schedules "
+              "and DeepSpeed's pipeline engine wait for every send."),
     Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Message latency", unit="microseconds",
          help="Per pipeline send and per collective: a few microseconds of NCCL launch and network latency, paid "
               "on top of the bytes / bandwidth time."),
@@ -264,6 +268,7 @@ class PlannerParams:
     tp_bwd_overlap: bool = PLAN["tp_bwd_overlap"].default
     grad_accum_fusion: bool = PLAN["grad_accum_fusion"].default
     dp_overlap: float = PLAN["dp_overlap"].default
+    pp_overlap: bool = PLAN["pp_overlap"].default
     p2p_latency_us: float = PLAN["p2p_latency_us"].default
     reserve_frac: float = PLAN["reserve_frac"].default
     pcie_bw: float = PLAN["pcie_bw"].default
