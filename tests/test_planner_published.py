@@ -47,7 +47,7 @@ def test_bloom_in_the_full_search():
     r = planner.plan(PlannerParams(**BLOOM))
     row = _published_row(r, "bloom-176b")
     assert row["feasible"]
-    assert row["rank"] == 146 and len(r.feasible) == 420  # rows no framework runs are not feasible
+    assert row["rank"] == 144 and len(r.feasible) == 420  # rows no framework runs are not feasible
     assert row["frameworks"] == ("megatron", "deepspeed")
     assert row["step_time_s"] / r.best()["step_time_s"] < 1.45
 
@@ -74,13 +74,13 @@ def test_llama3_405b_in_the_full_search():
     r = planner.plan(PlannerParams(**LLAMA))
     row = _published_row(r, "llama3-405b")
     assert row["feasible"] and len(r.feasible) == 174
-    assert row["rank"] == 134  # ZeRO-3 re-gathers the parameters for each of the 32 micro-batches
+    assert row["rank"] == 103  # ZeRO-3 re-gathers the parameters for each of the 32 micro-batches
     assert row["frameworks"] == ("torch",)  # FSDP with a pipeline: Megatron-FSDP + PP is not confirmed
     f = r.frame
     same = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64) & (f["schedule"] == "interleaved")
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[2] == 18 and ranks[1] == 19
+    assert ranks[2] == 19 and ranks[1] == 20
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",

@@ -47,7 +47,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                                            "measured by the simulator."),
         COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
         COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
-        COLUMNS["mfu"]: cc.NumberColumn(format="percent", help="Model FLOPs (no recompute) / (step x G x peak)."),
+        COLUMNS["mfu"]: cc.NumberColumn(format="percent", help="Model FLOPs (causal attention, no recompute) / "
+                                        "(step x G x dense peak of the GEMMs' precision)."),
         COLUMNS["tp_ratio"]: cc.NumberColumn(format="%.3f", help="Tensor-parallel bytes / bandwidth over a layer's "
                                                                  "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
         COLUMNS["sequence_parallel"]: cc.CheckboxColumn(),

@@ -45,6 +45,15 @@ HFU_LABEL = ("HFU = hardware FLOPs as the kernels run them (eager attention full
              "included) / (step time x GPUs x the same peak)")
 
 
+def utilization_words(precision: str) -> str:
+    """What the MFU and HFU figures count, in words, for a plan trained in `precision` (plan --explain, the page)."""
+    peak = "FP8" if precision == "fp8" else "16-bit"
+    return (f"MFU counts model FLOPs with causal attention (half the s x s scores, Megatron-LM's convention since "
+            f"core_v0.12) and no recompute, HFU the FLOPs the kernels run (recompute included, eager attention in "
+            f"full), both over the dense {peak} peak the GEMMs run at; papers that count all s x s scores (Narayanan "
+            f"et al., PaLM, Llama 3) read higher on long sequences")
+
+
 @dataclass(frozen=True)
 class FlopConvention:
     """How a published throughput counts FLOPs: the share of the s x s attention work it counts and whether it

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.cost import flops
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
 from core.planner.result import PlanResult
 from core.units import GB
@@ -104,8 +105,9 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     headline = (f"Recommended for {m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences: "
                 f"{describe(best, gpn)}.")
     layout = (
-        f"Step time {step:,.2f} s, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} % "
-        f"({best['tflops_per_gpu']:,.0f} TFLOP/s per GPU counting recompute).",
+        f"Step time {step:,.2f} s, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} %, HFU "
+        f"{100 * best['hfu']:.1f} % ({best['tflops_per_gpu']:,.0f} TFLOP/s per GPU counting recompute; "
+        f"{flops.utilization_words(result.precision)}).",
         f"Memory per GPU {best['memory_bytes'] / GB:,.1f} GB of {result.usable / GB:,.1f} GB usable: model states "
         f"{best['states_on_gpu_bytes'] / GB:,.1f} GB, activations {best['activation_bytes'] / GB:,.1f} GB"
         + (f", ZeRO-3 gathered layers {best['zero3_working_bytes'] / GB:,.1f} GB"

@@ -1,0 +1,62 @@
+"""Every input the model knows is expressible on the command line (issue 21): booleans take true|false, a GPU
+preset takes any override, a model preset takes --flash, a custom model can have parallel attention + MLP blocks."""
+
+import json
+
+import pytest
+
+from core.cli import main
+from core.errors import InputError
+from core.params.planner import PlannerParams
+from core.planner import plan as planner
+
+GPT3 = ["--gpus", "64", "--global-batch", "64", "--fix", "t=8,p=8,zero=0,mbs=1,recompute=full,sp=off,schedule=1f1b"]
+
+
+def _one(capsys, *args) -> dict:
+    assert main(["plan", *args, "--json", "--top", "1"]) == 0
+    return json.loads(capsys.readouterr().out)[0]
+
+
+def test_switches_that_default_on_can_be_turned_off(capsys):
+    on = _one(capsys, "--gpu", "a100-80gb", *GPT3)
+    off = _one(capsys, "--gpu", "a100-80gb", *GPT3, "--tp-bwd-overlap", "false", "--grad-accum-fusion", "false",
+               "--dp-overlap", "0")
+    assert off["step_time_s"] > on["step_time_s"] * 1.03  # the 2021 software: exposed TP backward, unfused grads
+    assert _one(capsys, "--gpu", "a100-80gb", *GPT3, "--tp-bwd-overlap", "true") == on
+    assert _one(capsys, "--gpu", "a100-80gb", *GPT3, "--tp-bwd-overlap")["step_time_s"] == on["step_time_s"]
+    assert main(["plan", "--tp-bwd-overlap", "maybe"]) == 2
+    assert "true or false" in capsys.readouterr().err
+
+
+def test_a_gpu_preset_takes_any_override(capsys):
+    assert main(["plan", "--gpu", "a100-40gb", "--inter-bw", "12.5", "--top", "1"]) == 0
+    assert "A100 40GB SXM, inter_bw 12.5" in capsys.readouterr().out
+    zero3 = ["--gpus", "64", "--global-batch", "512", "--fix", "t=1,p=1,zero=3,mbs=1,recompute=full"]
+    slow = _one(capsys, "--model", "llama3-8b", "--gpu", "a100-40gb", "--inter-bw", "12.5", *zero3)
+    fast = _one(capsys, "--model", "llama3-8b", "--gpu", "a100-40gb", *zero3)
+    assert slow["dp_comm_s"] > 1.5 * fast["dp_comm_s"]  # half the network: 12.5 of 25 GB/s per GPU
+    q = PlannerParams(gpu="h100-80gb", gpu_mem=40, calibration="a100")
+    gpu = planner.candidates.resolve(q)[1]
+    assert (gpu.mem_gb, gpu.tflops, gpu.calibration) == (40, 989, "a100")  # the rest stays the preset's
+
+
+def test_a_model_preset_takes_flash_either_way(capsys):
+    fix = ["--gpus", "64", "--global-batch", "512", "--fix", "t=8,p=2,zero=1,mbs=1,recompute=none,sp=on"]
+    on = _one(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", *fix)
+    off = _one(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", *fix, "--flash", "false")
+    assert off["memory_bytes"] > on["memory_bytes"] and off["step_time_s"] > on["step_time_s"]
+    assert _one(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", *fix, "--flash", "true") == on
+
+
+def test_parallel_attention_and_mlp_blocks(capsys):
+    # GPT-J / GPT-NeoX / PaLM blocks: one TP exchange per direction instead of two (half the TP traffic), one norm
+    # and one residual add, and 5 s b h fewer activation bytes per layer (one norm input, one shared input, one mask).
+    custom = ["--layers", "44", "--hidden", "6144", "--heads", "64", "--vocab", "50432", "--gpus", "64",
+              "--global-batch", "64", "--fix", "t=8,p=4,zero=1,mbs=1,recompute=none,sp=off,schedule=1f1b"]
+    seq = _one(capsys, *custom)
+    par = _one(capsys, *custom, "--parallel", "true")
+    assert par["breakdown"]["tp"] == pytest.approx(seq["breakdown"]["tp"] / 2, rel=0.1)
+    assert par["step_time_s"] < seq["step_time_s"] and par["memory_bytes"] < seq["memory_bytes"]
+    with pytest.raises(InputError, match="parallel"):
+        PlannerParams.from_strings({"parallel": "sometimes"})
