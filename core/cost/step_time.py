@@ -107,7 +107,7 @@ class Assumptions:
     def latency_s(self) -> float:
         return self.p2p_latency_us * 1e-6
 
-    def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
+    def rows(self, gpu: GpuSpec | None = None, fp8: bool = False) -> list[dict]:
         """Every assumption with its value, unit and justification; with `gpu`, the resolved efficiency
         parameters (calibrated or overridden) replace the 0 = calibrated inputs."""
         out = []
@@ -117,7 +117,7 @@ class Assumptions:
             out.append({"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
                         "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)})
         if gpu is not None:
-            out = self.rates(gpu).rows(gpu) + out
+            out = self.rates(gpu, fp8).rows(gpu) + out
         return out
 
     def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:

@@ -195,7 +195,7 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
     bpp = result.bytes_per_param
     a = result.assumptions
     out = [f"{row['label']} = {_value(row['value'])}{' ' + row['unit'] if row['unit'] else ''}: {row['why']}"
-           for row in a.rows(result.gpu)]
+           for row in a.rows(result.gpu, result.precision == "fp8")]
     out += [
         f"Model states: {bpp.param_bytes:g} + {bpp.grad_bytes:g} + K bytes per parameter, K = {bpp.k:g} "
         f"({bpp.total:g} in all; {bpp.label}, {result.precision}), ZeRO over the d data-parallel ranks (ZeRO paper "
