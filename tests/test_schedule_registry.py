@@ -14,6 +14,8 @@ import contextlib
 import io
 import json
 import re
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -196,6 +198,22 @@ def test_the_readme_names_every_schedule_by_its_label():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = re.search(r"under \w+ schedules \(([^)]*)\)", readme).group(1)
     assert listed.split(", ") == [e.label for e in REGISTRY.values()]
+
+
+def test_every_gateway_registers_the_schedules_in_a_fresh_process():
+    """core.params sits below the registry and reads its names live: the CLI and the pages' views (and the test
+    apps, tests/conftest.py, scripts/param_docs.py) import it, so no command or page meets an empty list."""
+    code = ("import sys, importlib\n"
+            "for gateway in ('core.cli', 'core.views'):\n"
+            "    for m in [k for k in sys.modules if k.startswith('core')]: del sys.modules[m]\n"
+            "    importlib.import_module(gateway)\n"
+            "    from core.params.memory import ACTIVATIONS\n"
+            "    print(gateway, ACTIVATIONS['schedule'].parse('zbv'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["core.cli", "zbv", "core.views", "zbv"], out.stderr
+    code = "from core.params.memory import ACTIVATIONS; ACTIVATIONS['schedule'].parse('zbv')"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode and "import it before using core.params alone" in out.stderr  # alone: a clear refusal
 
 
 def test_a_registered_name_is_refused_twice():
