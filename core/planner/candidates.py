@@ -15,7 +15,7 @@ from core.errors import InputError
 from core.model import presets
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
-from core.pipeline.schedules import REGISTRY, chunks_per_device
+from core.pipeline.schedules import chunks_per_device
 from core.planner import cp_ep, frameworks
 from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame
 from core.planner.factors import divisors
@@ -157,11 +157,11 @@ def grid(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfig) -> t
     c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
     c["etp"] = cp_ep.etp_of(q, c["t"])
     notes = []
-    no_pipe = {s for s in schedules if REGISTRY[s].search.one_stage}  # p = 1 runs them as gradient accumulation
+    no_pipe = {"1f1b", "gpipe"}
     keep = np.ones(c["t"].size, dtype=bool)
     keep &= ~((c["t"] == 1) & (c["sp"] != dims["sp"][0]))  # sequence parallelism is a no-op at t = 1
     c["sp"] = np.where(c["t"] == 1, False, c["sp"])
-    if no_pipe:
+    if no_pipe & set(schedules):
         keep &= ~((c["p"] == 1) & (c["schedule"] != dims["schedule"][0]))  # p = 1: no pipeline, one row
         c["schedule"] = np.where(c["p"] == 1, SEARCH_SCHEDULES.index("1f1b"), c["schedule"])
     else:
