@@ -1,15 +1,14 @@
 """The one way pages call core: bounded, silent st.cache_data wrappers.
 
-This module holds the decorator and its bounds. Each page's wrappers live in a `ui/cache_<page>.py` of its own
-(cache_pipeline, cache_zero, cache_planner, cache_lecture), around the page's view in core, e.g.:
+Convention (each page adds its wrappers here, or in a `ui/cache_<page>.py` of its own if it prefers):
 
-    from core.pipeline.view import PipelineView, pipeline_view
+    from core.pipeline.simulate import simulate
     from ui.cache import cached
 
-    @cached(max_entries=48, max_size="300MB")
-    def view(params: PipelineParams) -> PipelineView:
-        '''Cached core.pipeline.view.pipeline_view for the Pipeline page.'''
-        return pipeline_view(params)
+    @cached(max_entries=64)
+    def simulated(params: PipelineParams) -> Timeline:
+        '''Cached core.pipeline.simulate for the Pipeline page.'''
+        return simulate(params)
 
 Rules:
 - A wrapper's arguments are the frozen, validated parameter dataclass (or a few plain values): they
