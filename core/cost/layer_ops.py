@@ -198,7 +198,23 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     out["F"]["memory"] += stream_time(r, (8.0 + 2.0 * (6.0 + drop)) * e_h + rope)
     out["B"]["memory"] += stream_time(r, (24.0 + 10.0 * drop) * e_h + rope)
 
-    act = ACT * T * h  # one s x b x h activation, the unit of every TP collective
+    column_parallel = [(1.0, attn[0])] + [(share, mlp["grads"]) for share, mlp in mlps]
+    row_parallel = [(1.0, attn[1])] + [(share, mlp["out_grads"]) for share, mlp in mlps]
+    _tensor_parallel(out, ACT * T * h, t, sp, fabric, column_parallel, row_parallel)
+
+    full, selective = recompute == "full", recompute == "selective"
+    for c in COMPONENTS:
+        out["R"][c] = np.where(full, out["F"][c], 0.0)
+    out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
+    return out
+
+
+def _tensor_parallel(out: dict, act, t, sp, fabric: collective.Fabric, column_parallel: list,
+                     row_parallel: list) -> None:
+    """Add one layer's TP collectives to `out` (act: bytes of one s x b x h activation, the unit of every TP
+    collective), and what GEMMs can hide of them: "hidden" (Megatron-LM's default backward overlap) and "overlap"
+    (TP communication overlap). column_parallel / row_parallel: (share of layers, (input-gradient, weight-gradient,
+    forward) GEMM seconds) of the QKV and MLP-in, and of the attention output and MLP-out linears."""
     ar = tp_collective("all-reduce", act, t, fabric)
     half = tp_collective("all-gather", act, t, fabric)  # a reduce-scatter moves the same
     out["F"]["tp"] += np.where(sp, 4.0 * half, 2.0 * ar)
@@ -209,8 +225,6 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     # weight gradient later, so nothing hides there.
     out["B"]["tp"] += np.where(sp, 6.0 * half, 2.0 * ar)
     exposed = np.where(sp, 2.0 * half, 0.0)
-    column_parallel = [(1.0, attn[0])] + [(share, mlp["grads"]) for share, mlp in mlps]
-    row_parallel = [(1.0, attn[1])] + [(share, mlp["out_grads"]) for share, mlp in mlps]
     for share, (dgrad, wgrad, _) in column_parallel:
         exposed = exposed + share * np.where(sp, np.maximum(half - dgrad, 0.0) + np.maximum(half - wgrad, 0.0),
                                              np.maximum(ar - wgrad, 0.0))
@@ -218,19 +232,12 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     # TP communication overlap (Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers; sequence parallel
     # only): each all-gather / reduce-scatter is split into chunks that run inside its neighbouring GEMM, forward and
     # backward; what a collective takes beyond its GEMM stays exposed. "B_split": without the weight-gradient GEMMs.
-    fwd = sum(share * (np.minimum(half, g[2]) + np.minimum(half, o[2]))
-              for (share, g), (_, o) in zip(column_parallel, row_parallel, strict=True))
-    bwd_d = sum(share * (np.minimum(half, g[0]) + np.minimum(half, o[0]))
-                for (share, g), (_, o) in zip(column_parallel, row_parallel, strict=True))
+    pairs = list(zip(column_parallel, row_parallel, strict=True))
+    fwd = sum(share * (np.minimum(half, g[2]) + np.minimum(half, o[2])) for (share, g), (_, o) in pairs)
+    bwd_d = sum(share * (np.minimum(half, g[0]) + np.minimum(half, o[0])) for (share, g), (_, o) in pairs)
     bwd_w = sum(share * np.minimum(half, g[1]) for share, g in column_parallel)
     out["overlap"] = {"F": np.where(sp, fwd, 0.0), "B": np.where(sp, bwd_d + bwd_w, 0.0),
                       "B_split": np.where(sp, bwd_d, 0.0)}
-
-    full, selective = recompute == "full", recompute == "selective"
-    for c in COMPONENTS:
-        out["R"][c] = np.where(full, out["F"][c], 0.0)
-    out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
-    return out
 
 
 def embedding_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.Fabric) -> dict:

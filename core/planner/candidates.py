@@ -5,6 +5,7 @@ evaluate (and, as infeasible rows, those it cannot); core.planner.grid crosses t
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -90,13 +91,32 @@ def excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: flo
     each; every number the layout would need is left empty. Kept per the few inputs they depend on (an assumption
     changed on the page asks for the same rows again); each caller gets its own copy."""
     first = tuple(q.searched(k)[0] for k in ("schedule", "zero", "recompute", "offload"))
-    return _excluded(q.gpus, q.batch, q.micro_batch_sizes[0], q.fix_t, q.fix_p, q.fix_d, model.layers, model.heads,
-                     model.kv_heads, gpn, usable, first).copy()
+    return _excluded(_Outside(q.gpus, q.batch, q.micro_batch_sizes[0], q.fix_t, q.fix_p, q.fix_d, model.layers,
+                              model.heads, model.kv_heads, gpn, usable, first)).copy()
+
+
+@dataclass(frozen=True)
+class _Outside:
+    """The few inputs the excluded rows depend on (the cache key)."""
+
+    G: int
+    B: int
+    b: int
+    fix_t: int
+    fix_p: int
+    fix_d: int
+    L: int
+    heads: int
+    kv_heads: int
+    gpn: int
+    usable: float
+    first_searched: tuple
 
 
 @functools.lru_cache(maxsize=32)
-def _excluded(G: int, B: int, b, fix_t: int, fix_p: int, fix_d: int, L: int, heads: int, kv_heads: int, gpn: int,
-              usable: float, first_searched: tuple) -> pd.DataFrame:
+def _excluded(key: _Outside) -> pd.DataFrame:
+    G, B, b, fix_t, fix_p, fix_d, L = key.G, key.B, key.b, key.fix_t, key.fix_p, key.fix_d, key.L
+    heads, kv_heads, gpn, usable, first_searched = key.heads, key.kv_heads, key.gpn, key.usable, key.first_searched
     rows = []
     for t in divisors(G):
         for p in divisors(G // t):
