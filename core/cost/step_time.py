@@ -162,15 +162,22 @@ def _distinct_layers(b, t, sp, recompute, cp, ep, etp) -> tuple[np.ndarray, np.n
     return first, inverse.ravel()
 
 
-def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> dict:
-    """layer_times for every candidate, computed once per distinct layer setting (a few hundred among 100,000
-    candidates) and taken back to each candidate's own row."""
+def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> tuple[dict, dict, dict]:
+    """layer_times, embedding_times and output_times (by component) for every candidate, computed once per distinct
+    layer setting (a few hundred among 100,000 candidates) and taken back to each candidate's own row."""
     rows = _distinct_layers(lay.b, lay.t, lay.sp, lay.recompute, lay.cp, lay.ep, lay.etp)
+    first, inverse = rows if rows is not None else (slice(None), slice(None))
+    one = lay.take(first) if rows is not None else lay
+    layer = layer_times(s.model, r, one, fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
+    b = one.b / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
+    head = _by_component(embedding_times(s.model, r, b, one.t, one.sp, fabric))
+    tail = _by_component(output_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))
     if rows is None:
-        return layer_times(s.model, r, lay, fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
-    first, inverse = rows
-    layer = layer_times(s.model, r, lay.take(first), fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
-    return {ph: {c: v[inverse] if np.ndim(v) else v for c, v in part.items()} for ph, part in layer.items()}
+        return layer, head, tail
+
+    def back(d: dict) -> dict:
+        return {c: v[inverse] if np.ndim(v) else v for c, v in d.items()}
+    return {ph: back(part) for ph, part in layer.items()}, back(head), back(tail)
 
 
 def _hide_tp(layer: dict, lay: Layouts, a: Assumptions) -> None:
@@ -195,7 +202,7 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     model, a = s.model, s.a
     r = a.rates(s.gpu, s.fp8)
     fabric = collective.Fabric.of(s.gpu, a)
-    layer = _layer(s, r, lay, fabric)
+    layer, head, tail = _layer(s, r, lay, fabric)
     _hide_tp(layer, lay, a)
     exposed = 1.0 - a.tp_overlap
     per_layer = {ph: sum(layer[ph][c] * (exposed if c == "tp" else 1.0) for c in COMPONENTS) for ph in PHASES}
@@ -215,8 +222,6 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     tw = layers_dev * per_layer["W"]
     body = {k: layers_dev * v for k, v in _by_component(layer).items()}
     body["pp"] = 2.0 * send
-    head = _by_component(embedding_times(model, r, b / cp, t, lay.sp, fabric))
-    tail = _by_component(output_times(model, r, b / cp, t, lay.sp, fabric, a.grad_accum_fusion))
     compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
     return StageCosts(tf, tb, tw, body, head, tail, exposed, compute)
 

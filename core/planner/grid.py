@@ -16,6 +16,7 @@ A variant no framework in core.planner.frameworks can run is not generated (the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
@@ -135,42 +136,45 @@ def depth_allowed(layers: int, p, v) -> np.ndarray:
 
 def searched_depth(layers: int, p, v) -> np.ndarray:
     """The depths searched for each p (the simulation budget stays in check): of the depths Megatron-LM builds
-    evenly (depth_allowed), the powers of two and the deepest."""
-    p, v = np.asarray(p), np.asarray(v)
-    ok = depth_allowed(layers, p, v)
-    deepest = np.zeros(p.shape, dtype=np.int64)
-    for depth in range(2, MAX_V + 1):
-        deepest = np.where(depth_allowed(layers, p, depth), depth, deepest)
-    return ok & (((v & (v - 1)) == 0) | (v == deepest))
+    evenly (depth_allowed), the powers of two and the deepest. Decided once per distinct p."""
+    p = np.asarray(p)
+    ps, inverse = np.unique(p, return_inverse=True)
+    depths = np.arange(2, MAX_V + 1)
+    ok = depth_allowed(layers, ps[:, None], depths[None, :])
+    deepest = np.where(ok, depths[None, :], 0).max(axis=1, initial=0)
+    pick = ok & (((depths & (depths - 1)) == 0)[None, :] | (depths[None, :] == deepest[:, None]))
+    v = np.broadcast_to(np.asarray(v), p.shape)
+    inside = (v >= 2) & (v <= MAX_V)
+    return inside & pick[inverse.reshape(p.shape), np.clip(v - 2, 0, MAX_V - 2)]
+
+
+BASE = ("layout", "b", "schedule", "zero", "recompute", "sp", "offload")  # crossed with each other
+TUNING = ("v", "reshard", "tp_comm_overlap")  # searched only where they apply (expand_tuning)
 
 
 def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int) -> tuple[Candidates, list[str]]:
     """The cross product of layouts and switches, minus combinations that are not layouts at all."""
     dims = dimensions(q, degrees)
-    index = np.indices([len(v) for v in dims.values()]).reshape(len(dims), -1)
-    c = {k: v[i] for (k, v), i in zip(dims.items(), index, strict=True)}
+    index = np.indices([len(dims[k]) for k in BASE]).reshape(len(BASE), -1)
+    c = {k: dims[k][i] for k, i in zip(BASE, index, strict=True)}
     c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
-    keep, notes = _layouts_only(c, dims, q, model, gpus_per_node)
+    keep, notes = _layouts_only(c, dims, q)
     c = {k: v[keep] for k, v in c.items()}
-    takes_v = _TAKES_V[c["schedule"]]
-    c["v"] = np.where(takes_v, c["v"], _FIXED_CHUNKS[c["schedule"]])
     c["sp"] = np.where(c["t"] == 1, False, c["sp"])
-    c["reshard"] = np.where(c["zero"] == 3, c["reshard"], True)  # a pinned "off" concerns ZeRO-3 only
-    c["tp_comm_overlap"] = c["tp_comm_overlap"] & _overlap_applies(c, gpus_per_node)
+    c = expand_tuning(c, dims, q, model, gpus_per_node)
     c["etp"] = cp_ep.etp_of(q, c["t"])
     c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
-    c["frameworks"] = _frameworks(c, model, q.precision == "fp8")
+    c["frameworks"], orphan = _frameworks(c, model, q.precision == "fp8")
     cand = Candidates(**c)
-    extra = _unsupported_variants(cand)
-    if extra.any():
-        cand = cand.take(~extra)
+    if orphan.any():  # a variant (no resharding, TP overlap) no framework runs: the plain variant stays
+        cand = cand.take(~orphan)
     if q.framework != "any":
         cand = cand.take(np.array([q.framework in r for r in cand.frameworks.tolist()], dtype=bool))
         notes.append(frameworks.framework(q.framework).summary())
     return cand, notes
 
 
-def _layouts_only(c: dict, dims: dict, q: PlannerParams, model, gpn: int) -> tuple[np.ndarray, list[str]]:
+def _layouts_only(c: dict, dims: dict, q: PlannerParams) -> tuple[np.ndarray, list[str]]:
     """Which combinations are layouts: a switch that changes nothing keeps its first value only."""
     notes, schedules = [], q.searched("schedule")
     keep = ~((c["t"] == 1) & (c["sp"] != dims["sp"][0]))  # sequence parallelism is a no-op at t = 1
@@ -185,12 +189,42 @@ def _layouts_only(c: dict, dims: dict, q: PlannerParams, model, gpn: int) -> tup
     keep &= ~((c["offload"] == 2) & (c["zero"] != 3))  # parameter offload needs ZeRO-3
     if q.offload != "none" and q.offload != "all" and not keep.any():
         notes.append(f"Offload {q.offload} needs ZeRO stage {'3' if q.offload == 'optimizer+params' else '1-3'}.")
-    takes_v = _TAKES_V[c["schedule"]] & (c["p"] > 1)
-    keep &= np.where(takes_v, bool(q.v) | searched_depth(model.layers, c["p"], c["v"]), c["v"] == dims["v"][0])
-    keep &= (c["zero"] == 3) | (c["reshard"] == dims["reshard"][0])  # resharding is ZeRO-3's alone
-    keep &= ~((c["offload"] == 2) & ~c["reshard"].astype(bool))  # ZeRO-Infinity streams the layers it frees
-    keep &= _overlap_applies(c, gpn) | (c["tp_comm_overlap"] == dims["tp_comm_overlap"][0])
     return keep, notes
+
+
+def expand_tuning(c: dict, dims: dict, q: PlannerParams, model, gpn: int) -> dict:
+    """Each candidate once per value of a tuning dimension where that dimension applies, else once: v for the
+    schedules that take one (searched_depth per p, or the pinned v), no resharding for ZeRO-3 (not with
+    ZeRO-Infinity, which streams what it frees), TP overlap where it exists (_overlap_applies)."""
+    takes = _TAKES_V[c["schedule"]] & (c["p"] > 1)
+    rows, values = [np.flatnonzero(~takes)], [_FIXED_CHUNKS[c["schedule"][~takes]]]
+    for v in dims["v"].tolist():
+        sel = np.flatnonzero(takes & (bool(q.v) | searched_depth(model.layers, c["p"], v)))
+        rows.append(sel)
+        values.append(np.full(sel.size, v))
+    c = _repeat(c, rows, "v", values)
+    for key in ("reshard", "tp_comm_overlap"):
+        applies = (c["zero"] == 3) & (c["offload"] != 2) if key == "reshard" else _overlap_applies(c, gpn)
+        plain = key == "reshard"  # the value every other candidate takes: reshard on, overlap off
+        searched = dims[key].astype(bool).tolist()
+        rows, values = [np.flatnonzero(~applies)], [np.full(int((~applies).sum()), plain)]
+        for value in searched:
+            sel = np.flatnonzero(applies)
+            rows.append(sel)
+            values.append(np.full(sel.size, value))
+        c = _repeat(c, rows, key, values)
+    return c
+
+
+def _repeat(c: dict, rows: list[np.ndarray], key: str, values: list[np.ndarray]) -> dict:
+    """The candidates at `rows` (each list entry a set of rows), with `key` set to the matching `values`, in
+    candidate order."""
+    idx, val = np.concatenate(rows), np.concatenate(values)
+    order = np.argsort(idx, kind="stable")
+    idx, val = idx[order], val[order]
+    out = {k: v[idx] for k, v in c.items()}
+    out[key] = val
+    return out
 
 
 def _overlap_applies(c: dict, gpn: int) -> np.ndarray:
@@ -198,9 +232,10 @@ def _overlap_applies(c: dict, gpn: int) -> np.ndarray:
     return (c["t"] > 1) & c["sp"].astype(bool) & (c["t"] <= gpn)
 
 
-def _frameworks(c: dict, model, fp8: bool) -> np.ndarray:
-    """Which frameworks run each candidate: asked once per distinct setting (d and b never change the answer); a
-    variant (no resharding, TP overlap) keeps only the frameworks that have that switch."""
+def _frameworks(c: dict, model, fp8: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Which frameworks run each candidate, asked once per distinct setting (d and b never change the answer); a
+    variant (no resharding, TP overlap) keeps only the frameworks that have that switch. Also: the candidates that
+    are such a variant and that no framework runs."""
     keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "reshard", "tp_comm_overlap")
     _, first, inverse = distinct([c[k] for k in keys])
     f = {k: c[k][first] for k in keys}
@@ -209,16 +244,12 @@ def _frameworks(c: dict, model, fp8: bool) -> np.ndarray:
                             model.kv_heads, f["cp"], f["ep"], fp8, model.is_moe or model.mla is not None)
     no_reshard, overlap = ~f["reshard"].astype(bool), f["tp_comm_overlap"].astype(bool)
     able = {k: frameworks.with_switch(k) for k in ("no_reshard", "tp_comm_overlap")}
+
+    @functools.cache
+    def narrowed(r: tuple, a: bool, o: bool) -> tuple:
+        return tuple(x for x in r if (not a or x in able["no_reshard"]) and (not o or x in able["tp_comm_overlap"]))
+
     runs_on = np.empty(first.size, dtype=object)
-    runs_on[:] = [tuple(x for x in r if (not a or x in able["no_reshard"]) and (not o or x in able["tp_comm_overlap"]))
-                  for r, a, o in zip(runs, no_reshard.tolist(), overlap.tolist(), strict=True)]
-    return runs_on[inverse]
-
-
-def _unsupported_variants(c: Candidates) -> np.ndarray:
-    """Variants (no resharding, TP overlap) that no framework runs: the plain variant stays in the search."""
-    variant = ~c.reshard.astype(bool) | c.tp_comm_overlap.astype(bool)
-    if not variant.any():
-        return variant
-    nobody = np.fromiter((not r for r in c.frameworks.tolist()), dtype=bool, count=c.size)
-    return variant & nobody
+    runs_on[:] = [narrowed(r, a, o) for r, a, o in zip(runs, no_reshard.tolist(), overlap.tolist(), strict=True)]
+    orphan = (no_reshard | overlap) & np.fromiter((not r for r in runs_on.tolist()), dtype=bool, count=first.size)
+    return runs_on[inverse], orphan[inverse]
