@@ -13,6 +13,7 @@ from core.model.config import GpuSpec, ModelConfig
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
 from core.planner import cp_ep, frameworks
+from core.planner.factors import chunk_slots
 from core.units import GB
 
 
@@ -92,8 +93,8 @@ def _cp_ep(q: PlannerParams, model: ModelConfig) -> list[str]:
 def _chunks(q: PlannerParams, model: ModelConfig) -> list[str]:
     if q.schedule not in ("interleaved", "zbv", "dualpipev") or not q.fix_p:
         return []
-    v = q.v if q.schedule == "interleaved" else 2
-    if q.fix_p * v > model.layers:
+    v = (q.v or 2) if q.schedule == "interleaved" else 2  # v = 0 searches the depths, 2 the shallowest
+    if q.fix_p * v > chunk_slots(model.layers, q.fix_p, v):
         return [f"{q.schedule}: p x v = {q.fix_p} x {v} = {q.fix_p * v} chunks > the {model.layers} layers"]
     return []
 
