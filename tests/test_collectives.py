@@ -161,7 +161,7 @@ def test_an_unusual_first_row_says_what_it_gains_and_risks():
     assert (int(best["t"]), int(best["p"]), int(best["d"])) == (1, 1, 1024)
     text = recommend(r).unusual
     assert "a data-parallel group of 1,024 ranks" in text[0]
-    assert text[1].startswith("Gain: 0.23 s per step") and "#47" in text[1]
+    assert text[1].startswith("Gain: 0.23 s per step") and "#43" in text[1]
     assert "0.48 s per step" in text[2] and "(1.0 % of the step) is latency" in text[2]
     assert "if none of it hides, the step is 1.84 s, slower than the usual layout" in text[3]
     assert "Unlike the usual layout" in recommend(r).text()

@@ -48,7 +48,7 @@ def test_bloom_in_the_full_search():
     r = planner.plan(PlannerParams(**BLOOM))
     row = _published_row(r, "bloom-176b")
     assert row["feasible"]
-    assert row["rank"] == 111 and len(r.feasible) == 588  # rows no framework runs are not feasible
+    assert row["rank"] == 75 and len(r.feasible) == 520  # rows no framework runs are not feasible
     assert row["frameworks"] == ("megatron", "deepspeed")
     assert row["step_time_s"] / r.best()["step_time_s"] < 1.45
 
@@ -61,8 +61,11 @@ def test_llama3_405b_is_feasible_with_its_switches():
     assert row["memory_bytes"] / GB < 40
     assert row["rank"] == 18 and len(r.feasible) == 23
     zero1 = planner.plan(PlannerParams(**LLAMA, **{**LLAMA_SWITCHES, "zero": "1"}))
-    assert _published_row_at(zero1, 1, True)["rank"] == 2 and len(zero1.feasible) == 18
-    assert _published_row_at(zero1, 1, False)["rank"] == 5  # TP communication overlap is Megatron-LM's alone
+    assert _published_row_at(zero1, 1, True)["rank"] == 2 and len(zero1.feasible) == 9
+    # only Megatron-LM runs it, and it has TP communication overlap: the row without is never faster, so it gives
+    # way to the overlapped one
+    assert not ((zero1.frame["t"] == 8) & (zero1.frame["p"] == 16) & (zero1.frame["zero_stage"] == 1)
+                & ~zero1.frame["tp_comm_overlap"]).any()
 
 
 def _published_row_at(result, zero, overlap=False):
@@ -76,15 +79,15 @@ def _published_row_at(result, zero, overlap=False):
 def test_llama3_405b_in_the_full_search():
     r = planner.plan(PlannerParams(**LLAMA))
     row = _published_row(r, "llama3-405b")
-    assert row["feasible"] and len(r.feasible) == 449
-    assert row["rank"] == 415  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
+    assert row["feasible"] and len(r.feasible) == 384
+    assert row["rank"] == 350  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
     assert row["frameworks"] == ("torch",)  # FSDP with a pipeline: Megatron-FSDP + PP is not confirmed
     f = r.frame
     same = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64) & (f["schedule"] == "interleaved") & (f["v"] == 2)
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]
-             & ~f["tp_comm_overlap"] & f["reshard"]]
+             & f["reshard"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[1] == 64 and ranks[0] == 77 and ranks[2] == 294
+    assert ranks[1] == 31 and ranks[0] == 37 and ranks[2] == 231  # ZeRO-0/1 with TP overlap (Megatron-LM)
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",

@@ -11,12 +11,13 @@ parallelism, offload), the grid searches what engineers tune:
   two and the deepest allowed (at most four depths per p, so the simulations stay within their budget);
 - ZeRO-3 with and without resharding the parameters after the forward (FSDP reshard_after_forward);
 - TP communication overlap (Megatron-LM --tp-comm-overlap: sequence parallel, TP inside a server).
-A variant no framework in core.planner.frameworks can run is not generated (the plain variant stays).
+A variant no framework in core.planner.frameworks can run is not generated (the plain variant stays), and a plain
+candidate that only frameworks with TP overlap run gives way to its overlapped twin (same memory, never slower).
 """
 
 from __future__ import annotations
 
-import functools
+import itertools
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
@@ -135,17 +136,24 @@ def depth_allowed(layers: int, p, v) -> np.ndarray:
 
 
 def searched_depth(layers: int, p, v) -> np.ndarray:
-    """The depths searched for each p (the simulation budget stays in check): of the depths Megatron-LM builds
-    evenly (depth_allowed), the powers of two and the deepest. Decided once per distinct p."""
-    p = np.asarray(p)
-    ps, inverse = np.unique(p, return_inverse=True)
-    depths = np.arange(2, MAX_V + 1)
-    ok = depth_allowed(layers, ps[:, None], depths[None, :])
-    deepest = np.where(ok, depths[None, :], 0).max(axis=1, initial=0)
-    pick = ok & (((depths & (depths - 1)) == 0)[None, :] | (depths[None, :] == deepest[:, None]))
-    v = np.broadcast_to(np.asarray(v), p.shape)
+    """Whether depth v is searched at p (the simulation budget stays in check): of the depths Megatron-LM builds
+    evenly (depth_allowed), the powers of two and the deepest."""
+    p, v = np.broadcast_arrays(np.asarray(p), np.asarray(v))
+    table = depth_mask(layers, p.ravel(), np.arange(2, MAX_V + 1))
     inside = (v >= 2) & (v <= MAX_V)
-    return inside & pick[inverse.reshape(p.shape), np.clip(v - 2, 0, MAX_V - 2)]
+    return inside & table[np.arange(p.size), np.clip(v.ravel() - 2, 0, MAX_V - 2)].reshape(p.shape)
+
+
+def depth_mask(layers: int, p, depths) -> np.ndarray:
+    """(len(p), len(depths)) booleans: depth searched at p (searched_depth), decided once per distinct p."""
+    ps, inverse = np.unique(np.asarray(p), return_inverse=True)
+    every = np.arange(2, MAX_V + 1)
+    ok = depth_allowed(layers, ps[:, None], every[None, :])
+    deepest = np.where(ok, every[None, :], 0).max(axis=1, initial=0)
+    pick = ok & (((every & (every - 1)) == 0)[None, :] | (every[None, :] == deepest[:, None]))
+    cols = np.clip(np.asarray(depths) - 2, 0, MAX_V - 2)
+    inside = (np.asarray(depths) >= 2) & (np.asarray(depths) <= MAX_V)
+    return pick[inverse.ravel()][:, cols] & inside[None, :]
 
 
 BASE = ("layout", "b", "schedule", "zero", "recompute", "sp", "offload")  # crossed with each other
@@ -164,10 +172,10 @@ def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int) -> tu
     c = expand_tuning(c, dims, q, model, gpus_per_node)
     c["etp"] = cp_ep.etp_of(q, c["t"])
     c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
-    c["frameworks"], orphan = _frameworks(c, model, q.precision == "fp8")
+    c["frameworks"], drop = _frameworks(c, model, q.precision == "fp8", gpus_per_node, q.tp_comm_overlap == "all")
     cand = Candidates(**c)
-    if orphan.any():  # a variant (no resharding, TP overlap) no framework runs: the plain variant stays
-        cand = cand.take(~orphan)
+    if drop.any():
+        cand = cand.take(~drop)
     if q.framework != "any":
         cand = cand.take(np.array([q.framework in r for r in cand.frameworks.tolist()], dtype=bool))
         notes.append(frameworks.framework(q.framework).summary())
@@ -197,33 +205,26 @@ def expand_tuning(c: dict, dims: dict, q: PlannerParams, model, gpn: int) -> dic
     schedules that take one (searched_depth per p, or the pinned v), no resharding for ZeRO-3 (not with
     ZeRO-Infinity, which streams what it frees), TP overlap where it exists (_overlap_applies)."""
     takes = _TAKES_V[c["schedule"]] & (c["p"] > 1)
-    rows, values = [np.flatnonzero(~takes)], [_FIXED_CHUNKS[c["schedule"][~takes]]]
-    for v in dims["v"].tolist():
-        sel = np.flatnonzero(takes & (bool(q.v) | searched_depth(model.layers, c["p"], v)))
-        rows.append(sel)
-        values.append(np.full(sel.size, v))
-    c = _repeat(c, rows, "v", values)
+    depths = dims["v"]
+    allowed = takes[:, None] & (bool(q.v) | depth_mask(model.layers, c["p"], depths))
+    values = np.concatenate([_FIXED_CHUNKS[c["schedule"]][:, None], np.broadcast_to(depths, allowed.shape)], axis=1)
+    c = _expand(c, "v", np.concatenate([~takes[:, None], allowed], axis=1), values)
     for key in ("reshard", "tp_comm_overlap"):
         applies = (c["zero"] == 3) & (c["offload"] != 2) if key == "reshard" else _overlap_applies(c, gpn)
-        plain = key == "reshard"  # the value every other candidate takes: reshard on, overlap off
-        searched = dims[key].astype(bool).tolist()
-        rows, values = [np.flatnonzero(~applies)], [np.full(int((~applies).sum()), plain)]
-        for value in searched:
-            sel = np.flatnonzero(applies)
-            rows.append(sel)
-            values.append(np.full(sel.size, value))
-        c = _repeat(c, rows, key, values)
+        searched = dims[key].astype(bool)  # where it applies; elsewhere reshard on, overlap off
+        mask = np.concatenate([~applies[:, None], np.broadcast_to(applies[:, None], (applies.size, searched.size))],
+                              axis=1)
+        values = np.broadcast_to(np.concatenate([[key == "reshard"], searched]), mask.shape)
+        c = _expand(c, key, mask, values)
     return c
 
 
-def _repeat(c: dict, rows: list[np.ndarray], key: str, values: list[np.ndarray]) -> dict:
-    """The candidates at `rows` (each list entry a set of rows), with `key` set to the matching `values`, in
-    candidate order."""
-    idx, val = np.concatenate(rows), np.concatenate(values)
-    order = np.argsort(idx, kind="stable")
-    idx, val = idx[order], val[order]
-    out = {k: v[idx] for k, v in c.items()}
-    out[key] = val
+def _expand(c: dict, key: str, mask: np.ndarray, values: np.ndarray) -> dict:
+    """Candidate i once per true entry of mask[i] (in column order), with `key` set to that entry of values[i];
+    the candidates keep their order."""
+    rows, cols = np.nonzero(mask)
+    out = {k: v[rows] for k, v in c.items()}
+    out[key] = values[rows, cols]
     return out
 
 
@@ -232,24 +233,30 @@ def _overlap_applies(c: dict, gpn: int) -> np.ndarray:
     return (c["t"] > 1) & c["sp"].astype(bool) & (c["t"] <= gpn)
 
 
-def _frameworks(c: dict, model, fp8: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Which frameworks run each candidate, asked once per distinct setting (d and b never change the answer); a
-    variant (no resharding, TP overlap) keeps only the frameworks that have that switch. Also: the candidates that
-    are such a variant and that no framework runs."""
-    keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "reshard", "tp_comm_overlap")
+def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Which frameworks run each candidate, asked once per distinct setting (d, b and the tuning switches never
+    change the answer); a variant (no resharding, TP overlap) keeps only the frameworks that have that switch. Also
+    which candidates to leave out: a variant no framework runs (the plain one stays) and, with `replace_plain`, a
+    plain candidate where TP overlap applies that only frameworks having it run (its overlapped twin holds the same
+    memory and is never slower, core.cost.step_time._hide_tp)."""
+    keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep")
     _, first, inverse = distinct([c[k] for k in keys])
     f = {k: c[k][first] for k in keys}
     runs = frameworks.which(f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],
                             np.array(RECOMPUTE_MODES)[f["recompute"]], np.array(OFFLOAD_MODES)[f["offload"]],
                             model.kv_heads, f["cp"], f["ep"], fp8, model.is_moe or model.mla is not None)
-    no_reshard, overlap = ~f["reshard"].astype(bool), f["tp_comm_overlap"].astype(bool)
+    sets = list(dict.fromkeys(runs))  # the few distinct answers
+    which = np.array([sets.index(r) for r in runs], dtype=np.int64)[inverse]
+    no_reshard, overlap = ~c["reshard"].astype(bool), c["tp_comm_overlap"].astype(bool)
+    plain = _overlap_applies(c, gpn) & ~overlap if replace_plain else np.zeros(which.shape, dtype=bool)
+    code = ((which * 2 + no_reshard) * 2 + overlap) * 2 + plain
     able = {k: frameworks.with_switch(k) for k in ("no_reshard", "tp_comm_overlap")}
-
-    @functools.cache
-    def narrowed(r: tuple, a: bool, o: bool) -> tuple:
-        return tuple(x for x in r if (not a or x in able["no_reshard"]) and (not o or x in able["tp_comm_overlap"]))
-
-    runs_on = np.empty(first.size, dtype=object)
-    runs_on[:] = [narrowed(r, a, o) for r, a, o in zip(runs, no_reshard.tolist(), overlap.tolist(), strict=True)]
-    orphan = (no_reshard | overlap) & np.fromiter((not r for r in runs_on.tolist()), dtype=bool, count=first.size)
-    return runs_on[inverse], orphan[inverse]
+    table = np.empty(len(sets) * 8, dtype=object)
+    drop = np.zeros(len(sets) * 8, dtype=bool)
+    for i, r in enumerate(sets):
+        for a, o, pl in itertools.product((0, 1), repeat=3):
+            kept = tuple(x for x in r if (not a or x in able["no_reshard"]) and (not o or x in able["tp_comm_overlap"]))
+            j = ((i * 2 + a) * 2 + o) * 2 + pl
+            table[j] = kept
+            drop[j] = ((a or o) and not kept) or bool(pl and kept and set(kept) <= able["tp_comm_overlap"])
+    return table[code], drop[code]
