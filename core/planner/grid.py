@@ -245,8 +245,9 @@ def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tup
     runs = frameworks.which(f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],
                             np.array(RECOMPUTE_MODES)[f["recompute"]], np.array(OFFLOAD_MODES)[f["offload"]],
                             model.kv_heads, f["cp"], f["ep"], fp8, model.is_moe or model.mla is not None)
-    sets = list(dict.fromkeys(runs))  # the few distinct answers
-    which = np.array([sets.index(r) for r in runs], dtype=np.int64)[inverse]
+    ids: dict[tuple, int] = {}  # the few distinct answers, numbered
+    which = np.fromiter((ids.setdefault(r, len(ids)) for r in runs), dtype=np.int64, count=len(runs))[inverse]
+    sets = list(ids)
     no_reshard, overlap = ~c["reshard"].astype(bool), c["tp_comm_overlap"].astype(bool)
     plain = _overlap_applies(c, gpn) & ~overlap if replace_plain else np.zeros(which.shape, dtype=bool)
     code = ((which * 2 + no_reshard) * 2 + overlap) * 2 + plain
