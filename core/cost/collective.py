@@ -113,16 +113,11 @@ def cost(kind: str, nbytes, n, per_node, fabric: Fabric, network_share=None) -> 
         band = np.maximum(nbytes * (1.0 - share) / fabric.intra_bw, nbytes * share / fabric.inter_bw)
         lat = np.full(band.shape, fabric.send_latency_s)
         return _done(lat, band, np.full(band.shape, 3), alone)
-    options = [_ring(kind, nbytes, n, k, nodes, bw, fabric)]
-    if kind == "all-reduce":
-        options.append(_tree(nbytes, k, nodes, bw, fabric))
-    else:
-        options.append(_pat(nbytes, n, k, nodes, bw, fabric))
-    totals = np.stack([np.broadcast_to(lat + band, np.broadcast(nbytes, n, k).shape) for lat, band, _ in options])
-    pick = np.argmin(totals, axis=0)
-    lat = np.choose(pick, [np.broadcast_to(o[0], pick.shape) for o in options])
-    band = np.choose(pick, [np.broadcast_to(o[1], pick.shape) for o in options])
-    return _done(lat, band, np.choose(pick, [o[2] for o in options]), alone)
+    ring = _ring(kind, nbytes, n, k, nodes, bw, fabric)
+    other = _tree(nbytes, k, nodes, bw, fabric) if kind == "all-reduce" else _pat(nbytes, n, k, nodes, bw, fabric)
+    pick = other[0] + other[1] < ring[0] + ring[1]  # NCCL takes the faster; the ring on a tie
+    lat, band = np.where(pick, other[0], ring[0]), np.where(pick, other[1], ring[1])
+    return _done(lat, band, np.where(pick, other[2], ring[2]), alone)
 
 
 def seconds(kind: str, nbytes, n, per_node, fabric: Fabric) -> np.ndarray:
