@@ -20,4 +20,9 @@ def section(result: validation_scaling.Scaling) -> str:
     lines.append("")
     lines += [f"{s.key} ({s.role}): {s.points} points, mean |error| {100 * s.mean_abs_error:.1f} %, signed "
               f"{100 * s.signed_mean_error:+.1f} %, drift {100 * s.drift:.1f} points" for s in result.summary()]
+    fit = result.fit
+    trends = ", ".join(f"{k}: {100 * v:+.2f}" for k, v in fit["trends"].items())
+    lines.append(f"ring_loss the calibration series asks for (least error trend against log2 GPUs): "
+                 f"{fit['fitted_ring_loss']:g} (trend {100 * fit['fitted_trend_per_doubling']:+.2f} points per "
+                 f"doubling; by ring_loss: {trends}); the default 0.06 is NVIDIA/nccl issue 1229's measurement.")
     return "\n".join(lines)

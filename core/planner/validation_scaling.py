@@ -42,10 +42,11 @@ def params_of(series: dict, row: dict, assumptions: dict | None = None) -> Plann
         **{**series.get("software", {}), **(assumptions or {})})
 
 
-def rows(assumptions: dict | None = None) -> pd.DataFrame:
-    """One row per published point: series, GPUs, published and predicted seconds, error, the parts that grow."""
+def rows(assumptions: dict | None = None, roles: tuple[str, ...] = ("calibration", "held-out")) -> pd.DataFrame:
+    """One row per published point (of series with those roles): series, GPUs, published and predicted seconds,
+    error, the parts that grow."""
     out = []
-    for s in data()["series"]:
+    for s in (s for s in data()["series"] if s["role"] in roles):
         for r in s["rows"]:
             got = planner.plan(params_of(s, r, assumptions)).frame.iloc[0]
             out.append({"series": s["key"], "label": s["label"], "role": s["role"], "source": s["source"],
@@ -81,8 +82,7 @@ def ring_fit(grid: tuple[float, ...] = RING_GRID) -> dict[str, float]:
     """The ring_loss (of `grid`) whose calibration-series errors have the least trend against log2(GPUs), and the
     trend (error per doubling of GPUs) it leaves, beside the default's."""
     def trend(value: float) -> float:
-        cal = rows({"ring_loss": value})
-        cal = cal[cal["role"] == "calibration"]
+        cal = rows({"ring_loss": value}, roles=("calibration",))
         return float(np.polyfit(np.log2(cal["gpus"].to_numpy(float)), cal["error"].to_numpy(), 1)[0])
 
     trends = {v: trend(v) for v in grid}
@@ -94,6 +94,7 @@ def ring_fit(grid: tuple[float, ...] = RING_GRID) -> dict[str, float]:
 @dataclass(frozen=True)
 class Scaling:
     steps: pd.DataFrame
+    fit: dict  # ring_fit: the ring_loss the calibration series asks for, beside the default
 
     def summary(self) -> list[Series]:
         return summarize(self.steps)
@@ -102,8 +103,8 @@ class Scaling:
         def plain(v: Any) -> Any:
             return v.item() if isinstance(v, np.generic) else v
         return {"rows": [{k: plain(v) for k, v in r.items()} for r in self.steps.to_dict("records")],
-                "series": [vars(s) for s in self.summary()], "sources": data()["sources"]}
+                "series": [vars(s) for s in self.summary()], "ring_fit": self.fit, "sources": data()["sources"]}
 
 
 def validate(assumptions: dict | None = None) -> Scaling:
-    return Scaling(rows(assumptions))
+    return Scaling(rows(assumptions), ring_fit())
