@@ -96,11 +96,6 @@ def moe_extra_bytes(model, mb, t=1, cp=1, capacity=1.0, fp8=False, recompute="no
     return np.where(np.asarray(recompute) == "full", 0.0, extra)
 
 
-def largest_expert_layer(model, ep=1, etp=1) -> float:
-    """Routed-expert parameters of one MoE layer on one GPU (what ZeRO-3 gathers for that layer's experts)."""
-    return expert_params_per_layer(model) / (ep * etp) if model.is_moe else 0.0
-
-
 def experts_per_gpu(model, ep) -> int:
     """Routed experts of each MoE layer one GPU holds (E / ep)."""
     return math.ceil(model.moe.experts / ep) if model.is_moe else 0

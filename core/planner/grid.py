@@ -33,8 +33,17 @@ from core.planner.groups import distinct
 
 OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
 MAX_V = 8  # the Pipeline page's (and the simulator's) largest v
-_TAKES_V = np.array([REGISTRY[s].chunks == "v" for s in SEARCH_SCHEDULES])
-_FIXED_CHUNKS = np.array([{"1": 1, "v": 0, "2": 2}[REGISTRY[s].chunks] for s in SEARCH_SCHEDULES])
+
+
+def _takes_v() -> np.ndarray:
+    """Per planner schedule (by code): it takes an interleave depth v (read from the registry at each plan: a
+    schedule registered later is planned too)."""
+    return np.array([REGISTRY[s].chunks == "v" for s in SEARCH_SCHEDULES], dtype=bool)
+
+
+def _fixed_chunks() -> np.ndarray:
+    """Per planner schedule (by code): its chunks per device when it takes no v (0 where it does)."""
+    return np.array([0 if REGISTRY[s].chunks == "v" else REGISTRY[s].chunks_per_device(1) for s in SEARCH_SCHEDULES])
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,10 +213,11 @@ def expand_tuning(c: dict, dims: dict, q: PlannerParams, model, gpn: int) -> dic
     """Each candidate once per value of a tuning dimension where that dimension applies, else once: v for the
     schedules that take one (searched_depth per p, or the pinned v), no resharding for ZeRO-3 (not with
     ZeRO-Infinity, which streams what it frees), TP overlap where it exists (_overlap_applies)."""
-    takes = _TAKES_V[c["schedule"]] & (c["p"] > 1)
+    takes = _takes_v()[c["schedule"]] & (c["p"] > 1)
     depths = dims["v"]
     allowed = takes[:, None] & (bool(q.v) | depth_mask(model.layers, c["p"], depths))
-    values = np.concatenate([_FIXED_CHUNKS[c["schedule"]][:, None], np.broadcast_to(depths, allowed.shape)], axis=1)
+    values = np.concatenate([_fixed_chunks()[c["schedule"]][:, None], np.broadcast_to(depths, allowed.shape)],
+                            axis=1)
     c = _expand(c, "v", np.concatenate([~takes[:, None], allowed], axis=1), values)
     for key in ("reshard", "tp_comm_overlap"):
         applies = (c["zero"] == 3) & (c["offload"] != 2) if key == "reshard" else _overlap_applies(c, gpn)
@@ -242,9 +252,10 @@ def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tup
     keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep")
     _, first, inverse = distinct([c[k] for k in keys])
     f = {k: c[k][first] for k in keys}
-    runs = frameworks.which(f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],
-                            np.array(RECOMPUTE_MODES)[f["recompute"]], np.array(OFFLOAD_MODES)[f["offload"]],
-                            model.kv_heads, f["cp"], f["ep"], fp8, model.is_moe or model.mla is not None)
+    runs = frameworks.which(frameworks.Setting(
+        f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],
+        np.array(RECOMPUTE_MODES)[f["recompute"]], np.array(OFFLOAD_MODES)[f["offload"]], model.kv_heads, f["cp"],
+        f["ep"], fp8, model.is_moe or model.mla is not None))
     ids: dict[tuple, int] = {}  # the few distinct answers, numbered
     which = np.fromiter((ids.setdefault(r, len(ids)) for r in runs), dtype=np.int64, count=len(runs))[inverse]
     sets = list(ids)

@@ -3,3 +3,5 @@ communication, activations with simulated in-flight counts) and the lecture's an
 
 May import: params, model, pipeline, memory, cost and the top-level basics (not planner, not cli).
 """
+
+import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names the pages' inputs read
