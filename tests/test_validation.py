@@ -14,7 +14,7 @@ import json
 import pytest
 
 from core.cli import main
-from core.cost import calibration, flops
+from core.cost import calibration, flops, step_time
 from core.planner import validation
 from scripts import fit_efficiency, validation_table
 
@@ -164,8 +164,7 @@ def test_cli_validate_json(capsys):
     assert {r["key"] for r in out["steps"]} >= set(TWELVE)
     assert set(out["summary"]) >= {"calibration", "held-out"}
     step = out["steps"][0]
-    parts = sum(step[k] for k in ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "optimizer",
-                                  "offload"))
+    parts = sum(step[k] for k in step_time.BREAKDOWN if k in step)
     assert parts == pytest.approx(step["predicted_s"])
     for step in out["steps"]:  # issue 21: every row says where it comes from and what was assumed
         assert {"source", "gpu", "precision", "role", "published_s", "predicted_s", "error", "assumed"} <= set(step)

@@ -17,12 +17,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from core.cost import expert_comm, precision_peak, ring_attention
+from core.cost import collective, expert_comm, precision_peak, ring_attention
 from core.memory import experts as moe_memory
 from core.memory import fp8 as fp8_bytes
 from core.memory.context_parallel import ring_buffer_bytes
 from core.memory.offload import placement
-from core.model.counts import attention_core_width
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
 from core.planner.factors import divisors
 
@@ -130,28 +129,24 @@ def peak(model, gpu, fp8: bool) -> float:
     return precision_peak.effective_peak(model, gpu, fp8)
 
 
-def communication(model, gpu, a, c: dict, fp8: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange, per candidate
-    (`c` holds only the candidates being timed)."""
-    gpn, t, cp, b, m, p = gpu.gpus_per_node, c["t"], c["cp"], c["b"], c["m"], c["p"]
-    recompute = c["recompute_name"]
-    layers_dev = np.ceil(model.layers / (p * c["chunks"])) * c["chunks"]
-    intra, inter = gpu.intra_bytes_per_s * a.comm_eff, gpu.inter_bytes_per_s * a.comm_eff
+def communication(s, lay) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange for the layouts
+    `lay` (core.cost.step_input.Layouts) of the setting `s` (core.cost.step_input.Setting)."""
+    model, gpu, a = s.model, s.gpu, s.a
+    fabric = collective.Fabric.of(gpu, a)
+    layers_dev = lay.device_layers(model)
     out = {}
     if model.is_moe:
         moe = model.moe
-        per_layer = expert_comm.layer_bytes(model.seq, b, model.hidden, moe.top_k, t, cp, c["ep"], a.moe_capacity,
-                                            recompute, fp8)
+        per_layer = expert_comm.layer_bytes(model.seq, lay.b, model.hidden, moe.top_k, lay.t, lay.cp, lay.ep,
+                                            a.moe_capacity, lay.recompute, s.fp8)
         n_moe = np.minimum(layers_dev, model.moe_layers)
-        total = expert_comm.layer_time(per_layer * n_moe * m, c["ep"], c["etp"], gpn, intra, inter)
+        messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
+        total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages)
         out["a2a"] = (total, (1.0 - a.ep_overlap) * total)
-    if np.any(cp > 1):
-        bw = np.where(ring_attention.crosses_node(t, cp, gpn), inter, intra)
-        width = attention_core_width(model)
+    if np.any(lay.cp > 1):
         r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
         rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
-        total, exposed = ring_attention.layer_time(model.seq, b, model.hidden, model.heads, model.kv_heads, width, t,
-                                                   cp, recompute, bw, rate)
-        out["ring"] = (total * layers_dev * m, exposed * layers_dev * m)
+        total, exposed = ring_attention.layer_time(model, lay, fabric, rate)
+        out["ring"] = (total * layers_dev * lay.m, exposed * layers_dev * lay.m)
     return out
-

@@ -70,6 +70,10 @@ def states(model, bpp, c: dict) -> dict[str, np.ndarray]:
             peak = fsdp_peak(psi1, dd, blocks, layer1, "block", prefetch=True, **kw)
             peaks[j] = peak.peak - peak.sharded
         working[gathered] = peaks[inverse]
+    kept = np.flatnonzero((zero == 3) & ~np.asarray(c["reshard"], dtype=bool))
+    if kept.size:  # FSDP reshard_after_forward=False: the stage's parameters stay gathered from forward to backward
+        dd = d[kept]
+        working[kept] = psi_rank[kept] * kw["param_bytes"] * (1 - 1 / dd) + layer[kept] * kw["grad_bytes"]
     return {"psi_rank": psi_rank, "model_state_bytes": states, "states_on_gpu_bytes": on_gpu,
             "zero3_working_bytes": working}
 

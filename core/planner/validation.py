@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from core.cost import flops, layer_ops, step_time
+from core.cost.collective import Fabric
+from core.cost.step_input import Layouts
 from core.model import presets
 from core.params.catalog import document
 from core.params.planner import PLAN, PlannerParams
@@ -79,7 +81,13 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
         batch=lay["batch"], mb_sizes=mb, precision=row["precision"], fix_t=t, fix_p=p, fix_cp=cp,
         fix_ep=lay.get("ep", 0), fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=schedule,
         v=max(v, 2), recompute=lay["recompute"] or "all", sp="on" if lay["sequence_parallel"] else "off",
-        offload="none", **{**row.get("software", {}), **(assumptions or {})})
+        offload="none", tp_comm_overlap=_switch(lay.get("tp_comm_overlap", False)),
+        reshard=_switch(lay.get("reshard", True)), **{**row.get("software", {}), **(assumptions or {})})
+
+
+def _switch(value: bool | None) -> str:
+    """A layout switch as the planner takes it: on, off, or all (searched) where the source does not say."""
+    return "all" if value is None else "on" if value else "off"
 
 
 def depths(row: dict) -> list[tuple[str, int]]:
@@ -189,10 +197,8 @@ def layer_rows(assumptions: dict[str, float] | None = None) -> pd.DataFrame:
         rates = a.rates(gpu)
         lay, spec = row["layout"], row["model"]
         model = presets.custom_model({k: v for k, v in _model(spec).items() if k != "model"} | {"flash": False})
-        t = lay["t"]
-        tp_bw = step_time.link(t <= gpu.gpus_per_node, gpu, a)
-        times = layer_ops.layer_times(model, rates, lay["micro_batch"], t, lay["sequence_parallel"],
-                                      lay["recompute"], tp_bw, a.latency_s, a.grad_accum_fusion)
+        shape = Layouts(t=lay["t"], b=lay["micro_batch"], sp=lay["sequence_parallel"], recompute=lay["recompute"])
+        times = layer_ops.layer_times(model, rates, shape, Fabric.of(gpu, a), a.grad_accum_fusion)
         if a.tp_bwd_overlap:
             times["B"]["tp"] = times["B"]["tp"] - times["hidden"]["tp"]
         exposed = 1.0 - a.tp_overlap

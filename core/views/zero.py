@@ -130,7 +130,8 @@ def build(q: ZeroParams) -> ZeroReport:
             "floor": float(memory.floor_bytes(psi, s, **kw))
             + float(memory.split_coefficients(s, **kw)[0]) * expert_rank,
             "reduction_vs_dp": dp_total / total,
-            "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent, "comm_seconds": sent / (q.bw * GB),
+            "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent,
+            "comm_seconds": _comm_seconds(q, psi, expert_rank, s, bpp.param_bytes),
             "usable": usable, "headroom": usable - gpu, "fits": bool(gpu <= usable), "smallest_nd": need,
         }
         if q.deepspeed and s in (2, 3):
@@ -384,3 +385,12 @@ def _curve(rep: ZeroReport, q: ZeroParams, kw: dict) -> pd.DataFrame:
             curve[f"{key} [bytes]"] += experts.sharded_states(rep.expert_rank, group, s, **kw).total
             curve[f"{key} floor [bytes]"] += float(memory.split_coefficients(s, **kw)[0]) * rep.expert_rank
     return curve
+
+
+def _comm_seconds(q: ZeroParams, psi: float, expert_rank: float, stage: int, bytes_per_value: float) -> float:
+    """The stage's collectives per step as NCCL runs them (core.cost.comm.zero_comm_seconds, the communication
+    table's own numbers), the routed experts' over N_d / ep ranks beside the dense weights'."""
+    out = comm.zero_comm_seconds(psi, q.nd, stage, q.bw, bytes_per_value)
+    if expert_rank:
+        out += comm.zero_comm_seconds(expert_rank, q.nd // q.ep, stage, q.bw, bytes_per_value)
+    return out
