@@ -156,8 +156,9 @@ def record_of(row: dict) -> str:
 
 
 def calibration_rows(key: str) -> list[dict]:
-    return [r for r in validation.data()["rows"]
-            if r["role"] == "calibration" and not r.get("unmatched") and record_of(r) == key]
+    """Record `key`'s calibration set (rows another fit uses, `fitted_by`, are not in it)."""
+    return [r for r in validation.data()["rows"] if r["role"] == "calibration" and not r.get("unmatched")
+            and not r.get("fitted_by") and record_of(r) == key]
 
 
 def _paper(source: str) -> str:
@@ -229,11 +230,13 @@ def fit(group: str) -> tuple[dict[str, float], float]:
 def _summary(result: validation.Validation, key: str) -> dict:
     """Calibration and held-out errors of the rows that use record `key`."""
     steps = result.matched
-    mine = steps[[record_of(r) == key for r in (next(x for x in validation.data()["rows"] if x["key"] == k)
-                                                 for k in steps["key"])]]
+    rows = {r["key"]: r for r in validation.data()["rows"]}
+    mine = steps[[record_of(rows[k]) == key for k in steps["key"]]]
+    fitted = {r["key"] for r in calibration_rows(key)}
+    parts = {"calibration": mine[mine["key"].isin(fitted)], "held-out": mine[mine["role"] == "held-out"]}
     out = {}
-    for role in validation.ROLES:
-        s = validation.summarize(mine.loc[mine["role"] == role, "error"], mine.loc[mine["role"] == role, "source"])
+    for role, part in parts.items():
+        s = validation.summarize(part["error"], part["source"])
         if s.rows:
             out[role] = {"rows": s.rows, "mean_abs_error": round(s.mean_abs_error, 4),
                          "max_abs_error": round(s.max_abs_error, 4), "signed_mean_error": round(s.signed_mean_error, 4)}

@@ -67,7 +67,7 @@ def markdown(result: validation.Validation | None = None) -> str:
            "would have chosen (`validate --json`: `chosen`, `assumed`).", ""]
     steps = result.matched
     modelled = steps["scope"] == validation.MODELLED
-    out += _step_table(steps[steps["role"] == "calibration"], "calibration run")
+    out += _step_table(steps[(steps["role"] == "calibration") & modelled], "calibration run")
     out += _step_table(steps[(steps["role"] == "held-out") & modelled], "held-out run")
     out += ["| per-layer time (calibration) | published ms | predicted ms | error |", "|---|---|---|---|"]
     for r in result.layers.to_dict("records"):
