@@ -15,15 +15,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.memory.states import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
+from core.views.zero import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
 from ui.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
 COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",
-          "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
+          "gathered": "#56B4E9", "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
 STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
 PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
-         ("working", "gathered layer (offloaded params)"), ("activations", "activations"))
+         ("working", "streamed layer (offloaded params)"), ("gathered", "ZeRO-3 gathered layers"),
+         ("activations", "activations"))
 EXPERT_PARTS = (("expert_params", "params", "expert parameters"), ("expert_grads", "grads", "expert gradients"),
                 ("expert_optimizer", "optimizer", "expert optimizer state"))  # hatched, in their dense colour
 UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
@@ -120,10 +121,10 @@ def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: i
         if floor <= 0 or not math.isfinite(limits[s]):
             continue
         fig.add_scatter(x=ends, y=[to_unit(floor, unit)] * 2, mode="lines", hoverinfo="skip",
-                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.3g} {unit} = DP / {limits[s]:g}",
+                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.2f} {unit} = DP / {limits[s]:g}",
                         line={"color": STAGE_COLORS[s], "width": 2, "dash": "dot"})
     gpu = to_unit(gpu_bytes, unit)
-    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.1f} {unit}", hoverinfo="skip",
+    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.2f} {unit}", hoverinfo="skip",
                     line={"color": COLORS["gpu"], "width": 2, "dash": "dash"})
     low = to_unit(float(curve[f"{STAGE_KEYS[3]} [bytes]"].min()), unit)
     high = to_unit(float(curve[f"{STAGE_KEYS[0]} [bytes]"].max()), unit)
@@ -165,7 +166,7 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
             "stage": b.label, "ZeRO paper": PAPER_NAMES[STAGE_KEYS.index(b.key)], "offload": b.offload,
             "params [bytes]": b.params, "grads [bytes]": b.grads,
             "optimizer [bytes]": b.optimizer, "expert states [bytes]": b.expert_params + b.expert_grads
-            + b.expert_optimizer, "gathered layer [bytes]": b.working,
+            + b.expert_optimizer, "streamed layer [bytes]": b.working, "ZeRO-3 gathered [bytes]": b.gathered,
             "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
             "CPU per node [bytes]": b.cpu_per_node, "NVMe per node [bytes]": b.nvme_per_node,
             "NVMe time per step [s]": r["nvme_seconds"], "headroom [bytes]": b.headroom,
@@ -177,7 +178,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
               "DeepSpeed CPU per node [bytes]": r.get("deepspeed_cpu_per_node", np.nan)}
              if any("deepspeed_gpu" in x for x in stages.values()) else {}))
     frame = pd.DataFrame(rows)
-    unused = [c for c in ("expert states [bytes]", "gathered layer [bytes]", "activations [bytes]",
+    unused = [c for c in ("expert states [bytes]", "streamed layer [bytes]", "ZeRO-3 gathered [bytes]",
+                          "activations [bytes]",
                           "CPU per node [bytes]",
                           "NVMe per node [bytes]", "NVMe time per step [s]") if not frame[c].any()]
     return units.frame_in(frame.drop(columns=unused), unit)
@@ -198,9 +200,20 @@ def modes_table(modes: dict[str, float], unit: str) -> pd.DataFrame:
     return in_unit(pd.DataFrame([{"mode": k, "per layer [bytes]": x} for k, x in modes.items()]), unit)
 
 
+def decimals(values, digits: int = 2) -> int:
+    """Decimals for a column: `digits`, or more where a value is small but not zero (0.0004 GB is not "0.00")."""
+    x = np.abs(np.asarray(values, dtype=float))
+    small = x[np.isfinite(x) & (x > 0)]
+    if not small.size:
+        return digits
+    return int(min(6, max(digits, 1 - math.floor(math.log10(float(small.min()))))))
+
+
 def number_format(frame: pd.DataFrame, digits: int = 2) -> dict:
-    """st.dataframe column_config: fixed decimals for every float column (strings and ints untouched)."""
-    return {c: st.column_config.NumberColumn(format="%d" if c.endswith("[params]") else f"%.{digits}f")
+    """st.dataframe column_config: decimals for every float column, enough that no small part reads 0 (strings and
+    ints untouched)."""
+    return {c: st.column_config.NumberColumn(format="%d" if c.endswith("[params]") else
+                                             f"%.{decimals(frame[c], digits)}f")
             for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
 
 

@@ -91,11 +91,7 @@ def plan(q: PlannerParams) -> PlanResult:
     # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
     # infeasible ones get the simulator's numbers only when another candidate needed the same key.
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
-    st = rank_memory.states(model, dense_bpp, c)
-    ex = cp_ep.expert_states(model, bpp, c, fp8)  # routed experts over ep (zero for a dense model)
-    for key, more in (("model_state_bytes", "expert_state_bytes"), ("states_on_gpu_bytes", "expert_on_gpu_bytes"),
-                      ("zero3_working_bytes", "expert_working_bytes")):
-        st[key] = st[key] + ex[more]
+    st = ex = rank_memory.states(model, bpp, c, fp8)  # dense and routed experts: core.memory.per_gpu, as everywhere
     fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
     sized = batch_ok & fills & m_ok
     one = np.ones(n)

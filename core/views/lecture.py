@@ -345,7 +345,7 @@ def states_with_activations(psi_billion: float, n: int, mem_gb: float, hidden: i
     heads = max(1, h // HEAD_SIZE)
     usable = float(fit.usable_bytes(mem))
     states = {st: float(memory.model_states(psi, n, st).total) for st in (1, 3)}
-    acts = {mode: float(activations.stage_bytes(s, b, h, heads, L, 1, recompute=mode)["total"])
+    acts = {mode: float(activations.stage_bytes(activations.Shape(s, b, h, heads, recompute=mode), L, 1)["total"])
             for mode in RECOMPUTE_MODES}
     totals = {st: {mode: states[st] + a for mode, a in acts.items()} for st in states}
     fits = {st: {mode: bool(fit.fits(x, usable)) for mode, x in row.items()} for st, row in totals.items()}
