@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.cost.step_time import COLUMN, LABELS
+from core.views.planner import BREAKDOWN_COLUMNS as COLUMN
+from core.views.planner import BREAKDOWN_LABELS as LABELS
 from ui.layout import is_presentation
 
 FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
@@ -30,9 +31,15 @@ COLUMNS = {  # core column -> header with its unit, in display order
 }
 
 
+def mfu_text(mfu: float) -> str:
+    """MFU as the page prints it everywhere (the headline, the table, the recommendation): one decimal, in %."""
+    return f"{100 * mfu:.1f} %"
+
+
 def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict]:
     """(display frame, column_config) for st.dataframe: memory as a bar against the whole GPU."""
     out = frame.assign(memory_gb=units.to_gb(frame["memory_bytes"]), headroom_gb=units.to_gb(frame["headroom_bytes"]),
+                       mfu=100 * frame["mfu"],
                        reasons=frame["reasons"].map("; ".join), frameworks=frame["frameworks"].map(", ".join))
     out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
     cc = st.column_config
@@ -47,7 +54,7 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                                            "measured by the simulator."),
         COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
         COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
-        COLUMNS["mfu"]: cc.NumberColumn(format="percent", help="Model FLOPs (no recompute) / (step x G x peak)."),
+        COLUMNS["mfu"]: cc.NumberColumn(format="%.1f", help="Model FLOPs (no recompute) / (step x G x peak)."),
         COLUMNS["tp_ratio"]: cc.NumberColumn(format="%.3f", help="Tensor-parallel bytes / bandwidth over a layer's "
                                                                  "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
         COLUMNS["sequence_parallel"]: cc.CheckboxColumn(),

@@ -11,11 +11,17 @@ import streamlit as st
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import VIEW
-from core.pipeline.compare import FRONTIER_OPS, Match, frontier, match_memory
-from core.pipeline.derivations import CONVENTION_WORDS, explain
-from core.pipeline.result import PipelineParams
-from core.pipeline.schedules import REGISTRY
-from core.pipeline.view import PipelineView
+from core.views.pipeline import (
+    CONVENTION_WORDS,
+    FRONTIER_OPS,
+    Match,
+    PipelineParams,
+    PipelineView,
+    explain,
+    frontier,
+    match_memory,
+    takes_v,
+)
 from ui import figures_memory
 from ui.cache import cached
 from ui.figures_pipeline import modebar_config
@@ -67,7 +73,7 @@ def matched(params: PipelineParams, others: list[str]) -> tuple[dict[str, Pipeli
             refused.append(f"{name}: {mt.note}")
             continue
         chosen[name] = mt.params
-        rows.append({"schedule": name, "m": mt.params.m, "v": mt.params.v if REGISTRY[name].chunks == "v" else None,
+        rows.append({"schedule": name, "m": mt.params.m, "v": mt.params.v if takes_v(name) else None,
                      "micro-batch size (x this one's)": mt.scale, "activation memory": mt.memory})
     return chosen, rows, refused
 
