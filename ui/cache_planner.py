@@ -21,7 +21,7 @@ from ui import figures_planner as fp
 from ui.cache import cached
 from ui.links import page_link_with_params
 
-ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.ACT}
+ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.MOE, **zero_page.ACT}
 # A parameter set is keyed by its repr (every field, exactly): Streamlit's own hash walks the dataclass field by
 # field, ~0.7 ms, paid by each of the page's five cached calls on every rerun.
 BY_REPR = {PlannerParams: repr}
