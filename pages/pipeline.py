@@ -58,7 +58,7 @@ def num(x: float | None) -> str:
 
 
 page_header("pipeline")
-enter_page("pipeline", [*PIPELINE, *VIEW, COMPARE.key])
+enter_page("pipeline", {**PIPELINE, **VIEW, COMPARE.key: COMPARE})
 present = is_presentation()
 dark = getattr(st.context.theme, "type", None) == "dark"
 veil = st.get_option(f"theme.{'dark' if dark else 'light'}.backgroundColor") or "#ffffff"

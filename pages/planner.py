@@ -18,7 +18,7 @@ from ui.layout import first_paint, is_presentation, page_header
 from ui.links import copy_link_box, link_to_page
 from ui.page_state import enter_page
 from ui.url_state import sync_url
-from ui.widgets import confirm, peek, show_notices, spec_input
+from ui.widgets import confirm, grid, peek, show_notices, spec_input
 
 SPECS = {**PLAN, **VIEW}
 EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
@@ -67,17 +67,15 @@ def inputs(v: dict, view) -> None:
         v[key] = spec_input(TARGET[key], container=col)
     groups = []
     if v["model"] == "custom":
-        groups.append(("Custom model (the parameter count is derived when left at 0)", MODEL_KEYS, True, 5))
+        groups.append(("Custom model (the parameter count is derived when left at 0)", MODEL_KEYS, True, 4))
     if v["gpu"] == "custom":
-        groups.append(("Custom GPU and server", GPU_KEYS, True, 5))
+        groups.append(("Custom GPU and server", GPU_KEYS, True, 4))
     groups += [("Search space: pin any dimension to evaluate your own layout", tuple(SEARCH), False, 3),
                ("Training and step-time assumptions (each with its justification in the help)",
-                ("precision", "optimizer", "k", *ASSUMPTIONS), False, 4)]
+                ("precision", "optimizer", "k", *ASSUMPTIONS), False, 3)]
     for title, keys, expanded, width in groups:
         with st.expander(title, expanded=expanded):
-            cols = st.columns(width)
-            for i, key in enumerate(keys):
-                v[key] = spec_input(PLAN[key], container=cols[i % width])
+            grid(v, PLAN, keys, width)
 
 
 def summary(view) -> None:

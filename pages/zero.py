@@ -12,13 +12,15 @@ from core.errors import InputError
 from core.params import zero_page as zp
 from core.params.memory import ZERO
 from core.views import zero as zv
+from core.views.pipeline import takes_v
 from ui import cache_zero as cz
 from ui import figures_zero as fz
 from ui.layout import first_paint, page_header
 from ui.links import copy_link_box
 from ui.page_state import enter_page
+from ui.tables import plural
 from ui.url_state import sync_url
-from ui.widgets import confirm, peek, show_notices, spec_input
+from ui.widgets import confirm, grid, peek, show_notices, spec_input
 
 SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.ACT, **zp.WRAP, **zp.DEMO}
 
@@ -43,15 +45,9 @@ def headline(v: dict):
     return q, shape, act, view
 
 
-def grid(v: dict, specs: dict, keys, width: int) -> None:
-    cols = st.columns(width)
-    for i, key in enumerate(keys):
-        v[key] = spec_input(specs[key], container=cols[i % width])
-
-
 def inputs(v: dict) -> None:
     """Model, GPU, unit and the activations switch; the expanders with everything else."""
-    row = st.columns(4)
+    row = st.columns([4, 5, 4, 3])  # Psi, typed, needs room for 15 digits on a projector
     v["model"] = spec_input(zp.PAGE["model"], container=row[0])
     if v["model"] == "custom":
         v["params"] = spec_input(ZERO["params"], container=row[1])
@@ -60,22 +56,22 @@ def inputs(v: dict) -> None:
                         help="From the preset (assets/models.json); choose custom to type your own.")
     v["nd"] = spec_input(ZERO["nd"], container=row[2])
     v["stage"] = spec_input(ZERO["stage"], container=row[3])
-    row = st.columns(4)
+    row = st.columns([4, 5, 4, 3])
     v["gpu"] = spec_input(zp.PAGE["gpu"], container=row[0])
     if v["gpu"] == "custom":
         v["gpu_mem"] = spec_input(ZERO["gpu_mem"], container=row[1])
     else:
         row[1].metric("GPU memory", f"{zv.preset_gpu(v['gpu'])['gpu_mem']:g} GB", help="From the GPU preset.")
     v["unit"] = spec_input(zp.PAGE["unit"], container=row[2], widget="radio", horizontal=True)
-    v["act"] = spec_input(zp.PAGE["act"], container=row[3])
+    v["act"] = spec_input(zp.PAGE["act"])  # a row of its own: its label says what it adds
 
     custom = v["model"] == "custom"
     with st.expander("Optimizer, precision, the t x p split and experts"):
         experts = ("expert_params", "ep", "etp") if custom else ("ep", "etp")
-        grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", *experts), 4)
+        grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", *experts), 3)
     with st.expander("Offload, reserve and cluster"):
         keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw"]
-        grid(v, ZERO, keys + (["gpus_per_node", "bw"] if v["gpu"] == "custom" else []), 4)
+        grid(v, ZERO, keys + (["gpus_per_node", "bw"] if v["gpu"] == "custom" else []), 3)
     if custom:
         with st.expander("Custom model shape (activations, ZeRO-3's gathered blocks, FSDP units)"):
             grid(v, zp.CUSTOM, tuple(zp.CUSTOM), 3)
@@ -106,7 +102,8 @@ def summary_caption(q, view, model: str) -> str:
             f"Offload: {q.offload}. Usable per GPU: {fz.both_units(rep.usable)}. GB = 1e9 bytes, GiB = 2^30 bytes.")
     a = view.act
     if a:
-        text += (f" Activations: the first stage holds {a.inflight:g} micro-batches, the last {a.inflight_last:g} "
+        text += (f" Activations: the first stage holds {plural(a.inflight, 'micro-batch', 'micro-batches')}, the "
+                 f"last {a.inflight_last:g} "
                  f"(simulated for {a.schedule} with p = {a.p}, m = {a.m}); {fz.both_units(a.peak)} at the peak, on "
                  f"the {a.worst} stage. ZeRO-3 also holds its gathered layers.")
     return text
@@ -149,10 +146,11 @@ def activations_tab(view, unit: str) -> None:
                 "stage.")
         return
     a = view.act
-    v_text = f", v = {a.v}" if a.schedule in ("interleaved", "looped-bfs") else ""
-    st.markdown(f"Schedule **{a.schedule}**, p = {a.p}, m = {a.m}{v_text}: the pipeline simulator measures "
-                f"**{a.inflight:g}** micro-batches in flight on the first stage's device and **{a.inflight_last:g}** "
-                "on the last stage's" + (" (the same device: a V-shaped schedule)" if a.last_on_first else "") + ".")
+    v_text = f", v = {a.v}" if takes_v(a.schedule) else ""
+    first = plural(a.inflight, "micro-batch", "micro-batches", bold=True)
+    same = " (the same device: a V-shaped schedule)" if a.last_on_first else ""
+    st.markdown(f"Schedule **{a.schedule}**, p = {a.p}, m = {a.m}{v_text}: the pipeline simulator measures {first} "
+                f"in flight on the first stage's device and **{a.inflight_last:g}** on the last stage's{same}.")
     cols = st.columns(3)
     cols[0].metric("Per layer, per micro-batch", fz.both_units(a.per_layer))
     cols[1].metric("Layers on a device", f"{a.layers_per_device:g}")

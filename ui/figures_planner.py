@@ -146,9 +146,10 @@ def breakdown(frame: pd.DataFrame, rows: int = 10, presentation: bool | None = N
                              hovertemplate=f"{LABELS[key]}: %{{x:.3g}} s<extra></extra>"))
     return go.Figure(data=traces, layout={  # one constructor call: Plotly validates the layout once
         "barmode": "stack", "font": {"size": size},
-        "height": int((120 + 34 * len(part)) * (1.25 if presentation else 1.0)), "margin": {"t": 40, "b": 10},
+        "height": int((120 + 34 * len(part)) * (1.25 if presentation else 1.0)),
+        "margin": {"t": 90 if presentation else 70, "b": 10},
         "xaxis": {"title": {"text": "Seconds per step (the parts add up to the step time)"}},
-        "legend": {"orientation": "h", "y": -0.25}, "title": {"text": "Where the step goes: the busiest device's "
-                                                                       "operations, its bubble, then what runs "
-                                                                       "after the pipeline"},
+        "legend": {"orientation": "h", "y": -0.25},
+        "title": {"text": "Where the step goes<br><sup>the busiest device's operations, its bubble, then what runs "
+                          "after the pipeline</sup>"},
     })

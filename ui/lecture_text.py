@@ -8,6 +8,7 @@ from __future__ import annotations
 from core.params.memory import MAX_ND
 from core.units import fmt_bytes
 from core.views import lecture
+from ui.tables import plural
 
 # --- words that follow their numbers ------------------------------------------------------------------------
 
@@ -29,11 +30,6 @@ def moved(before: float, after: float, fmt=pct, up: str = "rises", down: str = "
     """'falls from 12.50% to 6.25%', 'rises from ...', or 'stays at 12.50%': the verb from the numbers as printed."""
     word = verb(before, after, fmt, up, down, same)
     return f"{word} {fmt(after)}" if word == same else f"{word} from {fmt(before)} to {fmt(after)}"
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """'1 GPU', '16 GPUs'."""
-    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def changed(before: int, after: int, more: str, fewer: str) -> str:

@@ -17,9 +17,13 @@ another is always an explicit link that maps the inputs the target understands (
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core.params import Spec
+from ui.url_state import format_value
 
 _CURRENT = "_ui_page_current"  # (page, its keys) of the last run
 _SAVED = "_ui_page_saved"  # {page: {key: value}}: each page's inputs as the user left them
@@ -31,9 +35,20 @@ def _forget(keys: Iterable[str]) -> None:
             del st.session_state[key]
 
 
-def enter_page(page: str, keys: Iterable[str]) -> bool:
+def _to_url(spec: Spec, value) -> None:
+    """Write a brought-back value into the address, as the widget would after a change (defaults stay out)."""
+    try:
+        if spec.max_items:  # a repeated key (?compare=a&compare=b)
+            st.query_params[spec.key] = [format_value(spec, x) for x in value]
+        elif value != spec.default and value is not None:
+            st.query_params[spec.key] = format_value(spec, spec.parse(value))
+    except (StreamlitAPIException, ValueError, TypeError):  # bound already, or not a spec value: the widget owns it
+        pass
+
+
+def enter_page(page: str, specs: Mapping[str, Spec]) -> bool:
     """Give `page` its own inputs (see the module docstring); return True when the user just arrived on it."""
-    keys = tuple(dict.fromkeys(keys))
+    keys = tuple(specs)
     last = st.session_state.get(_CURRENT)
     st.session_state[_CURRENT] = (page, keys)
     if last is not None and last[0] == page:
@@ -46,6 +61,7 @@ def enter_page(page: str, keys: Iterable[str]) -> bool:
     _forget(keys)  # whatever another page (or a callback) left under this page's names
     if last is not None and not any(k in st.query_params for k in keys):
         for key, value in saved.get(page, {}).items():
-            if key in keys:
+            if key in specs:
                 st.session_state[key] = value
+                _to_url(specs[key], value)
     return True
