@@ -21,7 +21,7 @@ from bench_memory import machine  # noqa: E402
 
 from core.params.pipeline import MAX_OPS  # noqa: E402
 from core.pipeline.schedules import REGISTRY, build, estimated_ops  # noqa: E402
-from core.pipeline.simulate import Costs, compile_schedule, run  # noqa: E402
+from core.pipeline.simulate import Costs, compile_schedule, run_timeline  # noqa: E402
 from core.runtime import keep_freed_memory  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def median_cpu_ms(fn, repeats: int, warmup: int = 1) -> float:
 
 def cold(name: str, p: int, m: int, v: int = 2, costs: Costs | None = None):
     """Build, compile, time and measure: everything a first look at a new configuration costs."""
-    tl = run(build(name, p, m, v), costs or Costs())
+    tl = run_timeline(build(name, p, m, v), costs or Costs())
     return tl.makespan, tl.peak_inflight, tl.bubble_fraction
 
 
@@ -75,7 +75,7 @@ def run_all(repeats: int = 15) -> list[dict]:
     eng = median_ms(lambda: cold("1f1b", p, m), repeats)
     s = build("1f1b", p, m)
     compiled = compile_schedule(s)
-    warm = median_ms(lambda: run(s, Costs(tf=1.1, tb=2.0), compiled).peak_inflight, repeats)
+    warm = median_ms(lambda: run_timeline(s, Costs(tf=1.1, tb=2.0), compiled).peak_inflight, repeats)
     n = 2 * p * m
     rows += [
         {"benchmark": "reference pure-Python loop, 1F1B p=64 m=1024", "value": ref, "unit": "ms", "target": ""},

@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import core.pipeline.schedules  # noqa: E402,F401  registers the schedules: the tables' schedule choices
 from core.params import all_tables  # noqa: E402
 from core.params.pipeline_view import COMPARE  # noqa: E402
 

@@ -42,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     st_config.get_config_options()  # parse .streamlit/config.toml now, so our override wins
     st_config.set_option("client.showErrorDetails", "full", "tests/conftest.py")
-    import ui.layout
+    import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names core.params reads (as the CLI
+    import ui.layout  # and the pages do: a test of core.params alone sees them too)
 
     ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
     import ui.inputs_pipeline

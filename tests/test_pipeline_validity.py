@@ -11,7 +11,7 @@ import pytest
 from core.errors import InputError
 from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.schedules.ir import Schedule, chain, loop_stage_map, ops
-from core.pipeline.simulate import Costs, run, run_shapes
+from core.pipeline.simulate import Costs, run_shapes, run_timeline
 
 GRID = [(p, m, v) for p, m, v in itertools.product((1, 2, 3, 4, 8), (1, 2, 4, 8, 12, 16), (2, 3))]
 
@@ -70,14 +70,14 @@ def test_every_schedule_is_complete_ordered_and_deadlock_free(name):
     assert len(built) >= 10, "the grid should exercise each schedule"
     for s in built:
         for tcomm in (0.0, 0.3):
-            tl = run(s, Costs(tf=1.0, tb=2.0, tw=0.5, tcomm=tcomm))
+            tl = run_timeline(s, Costs(tf=1.0, tb=2.0, tw=0.5, tcomm=tcomm))
             check_timeline(s, tl, tcomm)
 
 
 def test_recompute_adds_a_forward_before_each_backward():
     plain, rec = build("1f1b", 4, 8), build("1f1b", 4, 8, recompute=True)
     assert rec.num_ops == plain.num_ops + 4 * 8
-    tl = run(rec, Costs(tf=1, tb=2))
+    tl = run_timeline(rec, Costs(tf=1, tb=2))
     check_timeline(rec, tl, 0.0)
     assert tl.makespan == (8 + 4 - 1) * (1 + 2 + 1)  # the recompute forward joins the backward's cost
 
@@ -91,7 +91,7 @@ def test_deadlock_is_detected_and_names_the_stuck_ops():
     # device 0 waits for the gradient before running the forward that produces it
     s = _two_devices(chain(ops(B, [0]), ops(F, [0])), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match=r"deadlock.*device 0 B0 .*waits for device 1 B0"):
-        run(s, Costs())
+        run_timeline(s, Costs())
 
 
 def test_schedules_run_together_time_exactly_as_alone():
@@ -105,7 +105,7 @@ def test_schedules_run_together_time_exactly_as_alone():
     for (s, cs, _), got in zip(jobs, run_shapes(jobs), strict=True):
         assert len(got) == len(cs)
         for k, tl in zip(cs, got, strict=True):
-            alone = run(s, k)
+            alone = run_timeline(s, k)
             assert np.array_equal(tl.start, alone.start) and np.array_equal(tl.end, alone.end)
 
 
@@ -120,10 +120,10 @@ def test_malformed_schedules_are_refused():
     from core.pipeline.schedules.ir import B, F
     missing = _two_devices(ops(F, [0]), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match="backward .* appears 0x"):
-        run(missing, Costs())
+        run_timeline(missing, Costs())
     twice = _two_devices(chain(ops(F, [0, 0]), ops(B, [0])), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match="F of stage 0, micro-batch 0 appears 2x"):
-        run(twice, Costs())
+        run_timeline(twice, Costs())
     empty = _two_devices(np.empty((0, 4), dtype=np.int32), chain(ops(F, [0]), ops(B, [0])))
     with pytest.raises(InputError, match="at least one operation"):
-        run(empty, Costs())
+        run_timeline(empty, Costs())

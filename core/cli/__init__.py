@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+import core.pipeline.schedules  # noqa: F401  registers the schedules before any command reads their names
 from core.errors import InputError
 
 SUBCOMMANDS = {

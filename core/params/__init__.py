@@ -11,7 +11,7 @@ reaches core is always in range and can key a cache.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -179,14 +179,6 @@ def check_dataclass(obj: Any, specs: Mapping[str, Spec]) -> None:
     for f in fields(obj):
         if f.name in specs:
             specs[f.name].check(getattr(obj, f.name))
-
-
-def documented_ranges(specs: Iterable[Spec]) -> list[dict[str, str]]:
-    """Rows for the README and help pages: key, range, default, meaning."""
-    return [
-        {"key": s.key, "range": s.describe_range(), "default": str(s.default), "unit": s.unit, "help": s.help}
-        for s in specs
-    ]
 
 
 def all_tables() -> dict[str, dict[str, Spec]]:

@@ -7,9 +7,14 @@ Caps are chosen so that the largest allowed configuration simulates in well unde
 from __future__ import annotations
 
 from core.params import Spec, table
+from core.params.registered import Registered
 
-SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev",
-                  "dualpipe", "pipedream")
+# Schedule names are the registry's (core.pipeline.schedules fills these when imported): every schedule, in the
+# pages' order; those the planner searches, in its order; those it searches when the schedule is left at "all".
+_OWNER = "core.pipeline.schedules"
+SCHEDULE_NAMES = Registered("schedules", _OWNER)
+SEARCH_SCHEDULES = Registered("planner schedules", _OWNER)
+DEFAULT_SCHEDULES = Registered("default planner schedules", _OWNER)
 
 MAX_OPS = 1 << 20  # operations in one simulated timeline (all devices, all iterations)
 

@@ -26,6 +26,8 @@ VIEW = table(
          help="The text timeline is open: one character per time unit, as in the course notes."),
 )
 
-COMPARE = Spec("compare", "choice", SCHEDULE_NAMES[0], choices=SCHEDULE_NAMES, max_items=len(SCHEDULE_NAMES) - 1,
+MAX_COMPARED = 11  # schedules drawn under the page's own at once (every other one of the twelve): bounds one view
+
+COMPARE = Spec("compare", "choice", "gpipe", choices=SCHEDULE_NAMES, max_items=MAX_COMPARED,
                label="Compare with",
                help="Other schedules drawn under this one on the same time axis, with the same p, m and costs.")

@@ -19,10 +19,10 @@ from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
 from core.params.memory import MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
 from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
-from core.params.pipeline import PIPELINE
+from core.params.pipeline import DEFAULT_SCHEDULES, PIPELINE, SEARCH_SCHEDULES
 
-SEARCH_SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")  # as core.planner.layout
-DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # "all": Megatron's two and the cheapest zero-bubble one
+# The planner's schedules and those "all" searches are the registry's (core.pipeline.schedules: each entry's
+# `search`); by default Megatron's two and the cheapest zero-bubble one, as the schedule's help says.
 MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: larger p is not enumerated
 # Context parallelism searched by default: powers of two up to MAX_CP_SEARCH that leave each rank at least
 # MIN_CP_TOKENS tokens, so it is searched for long sequences only (16K and up), where activations outgrow the GPU:
@@ -114,8 +114,8 @@ SEARCH = table(
               "one GPU (DeepSeek-V3, Megatron's recommendation for fine-grained experts)."),
     Spec("zero", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "0", "1", "2", "3"), label="ZeRO stage",
          help="ZeRO across the d data-parallel ranks (0 = plain data parallelism); all searches 0-3."),
-    Spec("schedule", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *SEARCH_SCHEDULES), label="Pipeline schedule",
-         help="all searches " + ", ".join(DEFAULT_SCHEDULES) + "; p = 1 runs no pipeline (listed as 1f1b)."),
+    Spec("schedule", "choice", _CHOICE_ALL, choices=SEARCH_SCHEDULES.led_by(_CHOICE_ALL), label="Pipeline schedule",
+         help="all searches 1f1b, interleaved, zb-h1; p = 1 runs no pipeline (listed as 1f1b)."),
     Spec("v", "int", 2, 2, int(PIPELINE["v"].hi), label="Interleaved chunks v",
          help="Chunks per device for the interleaved schedule (zbv and dualpipev always use 2)."),
     Spec("recompute", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *RECOMPUTE_MODES), label="Recompute",
@@ -278,7 +278,7 @@ class PlannerParams:
         if key == "zero":
             return (0, 1, 2, 3) if value == _CHOICE_ALL else (int(value),)
         if key == "schedule":
-            return DEFAULT_SCHEDULES if value == _CHOICE_ALL else (value,)
+            return tuple(DEFAULT_SCHEDULES) if value == _CHOICE_ALL else (value,)
         if key == "recompute":
             return RECOMPUTE_MODES if value == _CHOICE_ALL else (value,)
         if key == "sp":

@@ -1,8 +1,9 @@
 """Closed-form bubbles, kept apart from the simulator: they are what the simulation is checked against.
 
 Each formula holds only under its stated assumptions (equal stages, no p2p latency, no recompute,
-and a few schedule-specific conditions). `bubble_formula` returns None with the reason when they do
-not hold, so a page can say "no closed form here" instead of showing a wrong number.
+and a few schedule-specific conditions). The forms and their conditions are the schedules' own (their records
+in core.pipeline.schedules, beside their generators); `bubble_formula` evaluates one, or returns None with the
+reason when it does not hold, so a page can say "no closed form here" instead of showing a wrong number.
 
 Conventions (always say which one a number is):
 - idle share of the timeline: bubble / (bubble + ideal), GPipe (p-1)/(m+p-1);
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from core.errors import InputError
+from core.pipeline.schedules import REGISTRY
+from core.pipeline.schedules.flush import gpipe_bubble_share as gpipe_bubble_share  # (p-1)/(m+p-1), beside GPipe
+from core.pipeline.schedules.record import Case
 
 
 def share_from_relative(x: float) -> float:
@@ -28,11 +32,6 @@ def relative_from_share(s: float) -> float:
     if not 0 <= s < 1:
         raise InputError(f"an idle share must be in [0, 1), got {s}")
     return s / (1.0 - s)
-
-
-def gpipe_bubble_share(p: int, m: int) -> float:
-    """(p-1)/(m+p-1): idle share of a flushed GPipe/1F1B timeline with equal stages."""
-    return (p - 1) / (m + p - 1)
 
 
 def gpipe_efficiency(p: int, m: int) -> float:
@@ -72,104 +71,38 @@ class Formula:
     conditions: str = ""  # when it holds, besides equal stages, no latency and no recompute (see `applies`)
 
 
-ZB = "Qi et al. 2024 (Zero Bubble), Table 2"
-DUALPIPE = "deepseek-ai/DualPipe README"
-
-# When each closed form holds, besides the shared assumptions of `applies`: checked below, said on the page.
-CONDITIONS = {
-    "gpipe": "any m",
-    "1f1b": "any m",
-    "pipedream": "any m; the bubble is paid once, not per iteration",
-    "interleaved": "m a multiple of p (Megatron runs micro-batches in rounds of p)",
-    "looped-bfs": "m >= p",
-    "zb-h1": "m >= p and T_W <= min(T_F, T_B)",
-    "zb-h2": "m >= 2p-1 and T_W <= min(T_F, T_B)",
-    "zbv": "T_F = T_B = T_W and m >= 2p-1",
-    "dualpipev": "t_f = t_b (forward = input-gradient backward), t_w <= t_f, m >= 2p (2 x devices)",
-    "dualpipe": "p even, m even and m >= 2p (half each way), t_f = t_b, t_w <= t_f",
-}
-
-
 def bubble_formula(schedule: str, p: int, m: int, v: int = 1, tf: float = 1.0, tb: float = 2.0, tw: float = 0.0,
                    iterations: int = 1) -> tuple[Formula | None, str]:
-    """The schedule's closed-form bubble, or (None, why not). Costs are per device share of the model."""
-    full = tf + tb + tw  # one micro-batch's forward + whole backward on one device share
-    n = iterations
-    failed = _failed_condition(schedule, p, m, tf, tb, tw)
+    """The schedule's closed-form bubble (its registry entry's), or (None, why not). Costs are per device share of
+    the model; v is the chunks per device the schedule uses."""
+    entry = REGISTRY.get(schedule)
+    form = entry.closed_form if entry else None
+    if form is None:
+        return None, (entry.no_form if entry and entry.no_form else f"no closed form for {schedule}")
+    case = Case(p, m, v, tf, tb, tw, iterations)
+    failed = form.fails(case)
     if failed:
-        return None, failed
-    if schedule in ("gpipe", "1f1b"):
-        found = ((p - 1) * full * n, "(p-1)(t_f+t_b)", "makespan", "Huang et al. 2019; Narayanan et al. 2021")
-    elif schedule == "pipedream":
-        found = ((p - 1) * full, "(p-1)(t_f+t_b), once for all iterations", "makespan", "Harlap et al. 2018")
-    elif schedule in ("interleaved", "looped-bfs"):
-        found = ((p - 1) * full / v * n, "(p-1)(t_f+t_b)/v", "makespan", "Narayanan et al. 2021")
-    elif schedule == "zb-h1":
-        found = ((p - 1) * (tf + tb - tw) * n, "(p-1)(T_F+T_B-T_W)", "span", ZB)
-    elif schedule == "zb-h2":
-        found = ((p - 1) * (tf + tb - 2 * tw) * n, "(p-1)(T_F+T_B-2T_W)", "span", ZB)
-    elif schedule == "zbv":
-        found = (0.0, "0 when T_F = T_B = T_W", "span", "Qi et al. 2024 (Zero Bubble), ZB-V")
-    elif schedule == "dualpipev":
-        f, b, w = tf / 2, (tb + tw) / 2, tw / 2  # per chunk: a device holds two
-        found = ((p - 1) * ((f + b) + b - 3 * w) * n, "(PP/2-1)(F&B+B-3W), PP = 2p stages, F&B = F+B", "makespan",
-                 DUALPIPE)
-    elif schedule == "dualpipe":
-        f, b, w = tf, tb + tw, tw  # a chunk is a whole device share: 1/p of the model
-        found = ((p / 2 - 1) * ((f + b) + b - 3 * w) * n, "(PP/2-1)(F&B+B-3W), PP = p stages, F&B = F+B",
-                 "makespan", DUALPIPE)
-    elif schedule in ("v-half", "v-min"):
-        return None, (f"{schedule} has no exact closed form: Qi et al. 2024 estimate its idle share as about "
-                      + ("B/2" if schedule == "v-half" else "2B/3 plus an O(p) overhead")
-                      + ", B = (p-1)/(m+p-1), when T_F = T_B = T_W (see controllable_estimate)")
-    else:
-        return None, f"no closed form for {schedule}"
-    t, expression, convention, source = found
-    ideal = m * full * n
-    return Formula(t, t / (t + ideal), t / ideal, expression, convention, source, CONDITIONS[schedule]), ""
-
-
-def _failed_condition(schedule: str, p: int, m: int, tf: float, tb: float, tw: float) -> str:
-    """Why the schedule's own conditions (CONDITIONS) fail here, naming the values; "" when they hold."""
-    def fails(what: str) -> str:
-        return f"{schedule}'s closed form needs {CONDITIONS[schedule]}; here {what}"
-
-    equal_fb = math.isclose(tf, tb)
-    if schedule == "interleaved" and m % p:
-        return fails(f"m = {m}, p = {p}")
-    if schedule in ("looped-bfs", "zb-h1") and m < p:
-        return fails(f"m = {m} < p = {p}")
-    if schedule in ("zb-h1", "zb-h2") and tw > min(tf, tb):
-        return fails(f"T_W = {tw:g} > min(T_F, T_B) = {min(tf, tb):g}")
-    if schedule in ("zb-h2", "zbv") and m < 2 * p - 1:
-        return fails(f"m = {m} < 2p-1 = {2 * p - 1}"
-                     + (" (the simulated bubble is not zero below that)" if schedule == "zbv" else ""))
-    if schedule == "zbv" and not (equal_fb and math.isclose(tb, tw)):
-        return fails(f"T_F, T_B, T_W = {tf:g}, {tb:g}, {tw:g}")
-    if schedule in ("dualpipev", "dualpipe"):
-        if schedule == "dualpipe" and (p % 2 or m % 2):
-            return fails(f"p = {p}, m = {m}")
-        if m < 2 * p:
-            return fails(f"m = {m} < 2p = {2 * p}")
-        if not equal_fb or tw > tf:
-            return fails(f"t_f, t_b, t_w = {tf:g}, {tb:g}, {tw:g}")
-    return ""
+        return None, f"{schedule}'s closed form needs {form.conditions}; here {failed}"
+    t = form.bubble(case)
+    ideal = m * case.full * iterations
+    return Formula(t, t / (t + ideal), t / ideal, form.expression, form.convention, form.source, form.conditions), ""
 
 
 def controllable_estimate(schedule: str, p: int, m: int) -> float:
     """Qi et al. 2024's estimate of V-Half's / V-Min's idle share when T_F = T_B = T_W, from 1F1B's
     B = (p-1)/(m+p-1): B/2 and 2B/3 (zero-bubble repository README; V-Min adds an O(p) overhead it
     does not size). An estimate to compare with the simulation, not a closed form."""
-    b = gpipe_bubble_share(p, m)
-    return {"v-half": b / 2, "v-min": 2 * b / 3}[schedule]
+    estimate = REGISTRY[schedule].estimate
+    if estimate is None:
+        raise KeyError(f"{schedule} has no published estimate")
+    return estimate(p, m)
 
 
-# Peak activation per device in micro-batches of one device's share of layers (1F1B's device 0: p), as
-# the sources state it: the authors' V-Min/V-Half table ((p+4)//3, (p+2)//2; ZB-V and 1F1B p) and the
-# DualPipe README (PP+1 stages' worth per device, PP = p for DualPipe, 2p half-size stages for DualPipeV).
 def published_peak_activation(schedule: str, p: int) -> float | None:
-    return {"1f1b": p, "zb-h1": p, "zbv": p, "zb-h2": 2 * p - 1, "v-half": (p + 2) // 2, "v-min": (p + 4) // 3,
-            "dualpipe": p + 1, "dualpipev": (2 * p + 1) / 2}.get(schedule)
+    """Peak activation per device in micro-batches of one device's share of layers (1F1B's device 0: p), as the
+    sources state it (the authors' V-Min/V-Half table, the DualPipe README): None where they state none."""
+    peak = REGISTRY[schedule].peak_activation if schedule in REGISTRY else None
+    return None if peak is None else peak(p)
 
 
 def applies(p: int, tcomm: float, recompute: bool, uneven: bool) -> str:

@@ -21,8 +21,7 @@ from core.pipeline.ops_cache import OpsBoundedCache
 from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.schedules.pipedream import weight_versions
-from core.pipeline.simulate import Compiled, Costs, compile_schedule
-from core.pipeline.simulate import run as run_timeline
+from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_timeline
 from core.pipeline.timeline import Timeline
 
 
@@ -56,7 +55,7 @@ class PipelineParams:
     @property
     def chunks(self) -> int:
         """Chunks per device the schedule actually uses (v only matters for interleaved/looped-bfs)."""
-        return {"1": 1, "v": self.v, "2": 2}[REGISTRY[self.schedule].chunks]
+        return REGISTRY[self.schedule].chunks_per_device(self.v)
 
     @property
     def num_stages(self) -> int:

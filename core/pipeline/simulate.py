@@ -1,4 +1,6 @@
-"""Timing engine: a Schedule plus costs in, every operation's start and end out.
+"""Timing engine: a Schedule plus costs in, every operation's start and end out (`run_timeline`).
+
+To simulate a parameter set call core.pipeline.result.simulate (it builds, checks and caches, then calls this).
 
 The engine knows nothing of GPipe or 1F1B. It only respects each device's order and the data
 dependencies: F of stage s needs F of stage s-1; a backward (B, I, or the recompute R that precedes
@@ -184,13 +186,13 @@ def _describe(idx, device, kind, micro, stage) -> str:
     return ", ".join(f"device {device[i]} {'FBIWR'[kind[i]]}{micro[i]} (stage {stage[i]})" for i in idx)
 
 
-def run(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
+def run_timeline(s: Schedule, costs: Costs, compiled: Compiled | None = None) -> Timeline:
     """Simulate `s` with `costs`; pass `compiled` to reuse the dependency analysis across cost changes."""
     return run_many(s, (costs,), compiled)[0]
 
 
 def run_many(s: Schedule, costs: Sequence[Costs], compiled: Compiled | None = None) -> list[Timeline]:
-    """Simulate `s` once per entry of `costs`, in the same rounds (each timeline exactly as `run` gives it): a
+    """Simulate `s` once per entry of `costs`, in the same rounds (each timeline exactly as `run_timeline` gives it): a
     caller asking one schedule with many cost ratios pays for the rounds about once."""
     return run_shapes([(s, costs, compiled)])[0]
 
@@ -199,7 +201,7 @@ def run_shapes(jobs: Sequence[tuple[Schedule, Sequence[Costs], Compiled | None]]
                each: Callable[[Timeline], Any] | None = None) -> list[list]:
     """`run_many` for several schedules at once: every (schedule, cost sets) job moves in the same rounds, so the
     rounds are paid about once for the longest schedule rather than once per schedule (the planner asks dozens of
-    shapes per plan). Each timeline is exactly what `run` gives for its schedule and costs; with `each`, only
+    shapes per plan). Each timeline is exactly what `run_timeline` gives for its schedule and costs; with `each`, only
     each(timeline) is kept (a caller that wants a few numbers per timeline need not hold them all)."""
     compiled = [c or compile_schedule(s) for s, _, c in jobs]
     pieces, passes, size = [], [], 0  # (job, first cost set, last) pieces, packed into passes of bounded size

@@ -24,8 +24,7 @@ from core.errors import InputError
 from core.params.pipeline import MAX_OPS, PIPELINE
 from core.pipeline.result import PipelineParams, PipelineResult
 from core.pipeline.schedules.ir import ROW, B, F, I, Schedule, W
-from core.pipeline.simulate import compile_schedule
-from core.pipeline.simulate import run as run_timeline
+from core.pipeline.simulate import compile_schedule, run_timeline
 
 MAX_BYTES = 8_000_000  # the largest table read (MAX_OPS actions of ~7 characters)
 _KIND = {"F": F, "B": B, "I": I, "W": W}

@@ -184,10 +184,10 @@ def grid(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfig) -> t
     _, first, inverse = distinct([c[k] for k in ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp",
                                                  "ep")])
     runs_on = np.empty(first.size, dtype=object)
-    runs_on[:] = frameworks.which(c["t"][first], c["p"][first], c["zero"][first], names[first], c["sp"][first],
-                                  c["recompute_name"][first], c["offload_name"][first], model.kv_heads,
-                                  c["cp"][first], c["ep"][first], q.precision == "fp8",
-                                  model.is_moe or model.mla is not None)
+    runs_on[:] = frameworks.which(frameworks.Setting(
+        c["t"][first], c["p"][first], c["zero"][first], names[first], c["sp"][first], c["recompute_name"][first],
+        c["offload_name"][first], model.kv_heads, c["cp"][first], c["ep"][first], q.precision == "fp8",
+        model.is_moe or model.mla is not None))
     c["frameworks"] = runs_on[inverse]
     if q.framework != "any":
         keep = np.array([q.framework in r for r in runs_on.tolist()], dtype=bool)[inverse]

@@ -156,7 +156,7 @@ def _refusal_text(codes: tuple, kv_heads, moe: bool) -> str:
     t, p, zero, schedule, sp, recompute, offload, cp, ep, fp8 = codes
     args = (t, p, zero, SEARCH_SCHEDULES[schedule], bool(sp), RECOMPUTE_MODES[recompute], OFFLOAD_MODES[offload])
     more = {"kv_heads": kv_heads, "cp": cp, "ep": ep, "fp8": bool(fp8), "moe": moe}
-    return "; ".join(f.refusals(*args, cite=False, **more)[0] for f in frameworks.TABLE.values())
+    return "; ".join(f.refusals(frameworks.Setting(*args, **more), cite=False)[0] for f in frameworks.TABLE.values())
 
 
 def warnings(c, model) -> np.ndarray:

@@ -61,12 +61,11 @@ def refusal(layout: Layout, key: str) -> Export | None:
 
 
 def framework_refusals(layout: Layout, key: str) -> list[str]:
-    return frameworks.framework(key).refusals(layout.t, layout.p, layout.zero_stage, layout.schedule,
-                                              layout.sequence_parallel, layout.recompute, layout.offload,
-                                              kv_heads=layout.model.kv_heads, cp=layout.cp, ep=layout.ep,
-                                              fp8=layout.precision == "fp8",
-                                              moe=layout.model.is_moe or layout.model.mla is not None) \
-        + _model_refusals(layout, key)
+    setting = frameworks.Setting(layout.t, layout.p, layout.zero_stage, layout.schedule, layout.sequence_parallel,
+                                 layout.recompute, layout.offload, kv_heads=layout.model.kv_heads, cp=layout.cp,
+                                 ep=layout.ep, fp8=layout.precision == "fp8",
+                                 moe=layout.model.is_moe or layout.model.mla is not None)
+    return frameworks.framework(key).refusals(setting) + _model_refusals(layout, key)
 
 
 def _model_refusals(layout: Layout, key: str) -> list[str]:

@@ -9,14 +9,14 @@ swap the mock tokens for your data loader to train.
 
 from __future__ import annotations
 
+from core.pipeline.schedules import REGISTRY
 from core.planner.export_base import Export, launch, refusal
 from core.planner.layout import Layout
 
-# torch.distributed.pipelining classes whose order is ours action for action (tests/test_engine_torch_orders.py);
-# any other schedule runs our action table in _PipelineScheduleRuntime (ScheduleLoopedBFS reverses the backwards).
-NATIVE = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved": "ScheduleInterleaved1F1B",
-          "zbv": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
-SINGLE_STAGE = ("gpipe", "1f1b")
+# A schedule's torch.distributed.pipelining class is its registry entry's `engines.torch`: one whose order is ours
+# action for action (tests/test_engine_torch_orders.py). Any other schedule runs our action table in
+# _PipelineScheduleRuntime (ScheduleLoopedBFS, for one, reverses the backwards).
+RUNTIME = "_PipelineScheduleRuntime"
 FILE = "train_torch.py"
 
 _MODEL = '''
@@ -188,10 +188,10 @@ def _imports(layout: Layout) -> list[str]:
     if z == 1:
         out.append("from torch.distributed.optim import ZeroRedundancyOptimizer")
     if p > 1:
-        cls = NATIVE.get(layout.schedule, "_PipelineScheduleRuntime")
-        out.append(f"from torch.distributed.pipelining import PipelineStage, {cls}" if cls in NATIVE.values() else
+        cls = _torch_class(layout.schedule)
+        out.append(f"from torch.distributed.pipelining import PipelineStage, {cls}" if cls else
                    "from torch.distributed.pipelining import PipelineStage\n"
-                   "from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime")
+                   f"from torch.distributed.pipelining.schedules import {RUNTIME}")
     if layout.cp > 1:
         out.append("from torch.distributed.tensor.experimental import context_parallel")
     if t > 1:
@@ -225,22 +225,31 @@ def _constants(layout: Layout) -> list[str]:
     ]
 
 
+def _torch_class(schedule: str) -> str:
+    """The torch.distributed.pipelining class that runs `schedule` as ours ("": run our action table)."""
+    return REGISTRY[schedule].engines.torch
+
+
 def _stage_map(layout: Layout) -> list[list[int]]:
-    p, v = layout.p, layout.v
-    if layout.schedule in ("zbv", "dualpipev"):
-        return [[d, 2 * p - 1 - d] for d in range(p)]
-    return [[c * p + d for c in range(v)] for d in range(p)]
+    return REGISTRY[layout.schedule].stage_map(layout.p, layout.v).tolist()
 
 
 def _main(layout: Layout) -> list[str]:
-    z, t, p, sp = layout.zero_stage, layout.t, layout.p, layout.sequence_parallel and layout.t > 1
-    cp = layout.cp
+    """main(): the process groups, the model's stages, the optimizer, mock data, one step, the byte report."""
+    sp = layout.sequence_parallel and layout.t > 1
+    out = _mesh_lines(layout) + _model_lines(layout, sp) + _optimizer_lines(layout) + _data_lines(layout)
+    return out + _step_lines(layout) + _report_lines()
+
+
+def _mesh_lines(layout: Layout) -> list[str]:
+    """Process groups on a (pp, dp[, cp], tp) mesh, and this rank's pipeline stages."""
+    t, p, cp = layout.t, layout.p, layout.cp
     dims = ["pp", "dp", "cp", "tp"] if cp > 1 else ["pp", "dp", "tp"]
     shape = ", ".join(str(x) for x in ((p, layout.d, cp, t) if cp > 1 else (p, layout.d, t)))
     out = [
         "",
         "def main():",
-        "    global TP_RANK" + (", ANGLE" if layout.cp > 1 else ""),
+        "    global TP_RANK" + (", ANGLE" if cp > 1 else ""),
         '    device_type, backend = ("cuda", "nccl") if torch.cuda.is_available() else ("cpu", "gloo")',
         '    dist.init_process_group(backend)',
         '    if device_type == "cuda":',
@@ -259,12 +268,18 @@ def _main(layout: Layout) -> list[str]:
                 "    stages = stage_map[pp_rank]", f"    n_stages = {p * layout.v}"]
     else:
         out += ["    stages, n_stages = [0], 1"]
-    out += [
+    return out
+
+
+def _model_lines(layout: Layout, sp: bool) -> list[str]:
+    """This rank's stages built on the meta device, split over t, sharded or wrapped for ZeRO, then materialised."""
+    z = layout.zero_stage
+    out = [
         "    torch.manual_seed(0)",
         '    with torch.device("meta"):',
         "        parts = [Stage(*bounds(s, n_stages), s == 0, s == n_stages - 1) for s in stages]",
     ]
-    if t > 1:
+    if layout.t > 1:
         out += _tp_lines(layout, sp)
     if z >= 2:
         policy = ", offload_policy=CPUOffloadPolicy(pin_memory=device_type == \"cuda\")" \
@@ -286,32 +301,43 @@ def _main(layout: Layout) -> list[str]:
     ]
     if z <= 1:
         out += ['    parts = [DDP(part, process_group=dp_mesh.get_group()) for part in parts]']
+    return out
+
+
+def _optimizer_lines(layout: Layout) -> list[str]:
     params = "[w for part in parts for w in part.parameters()]"
-    if z == 1:
-        out += [f"    optimizer = ZeroRedundancyOptimizer({params}, optimizer_class=torch.optim.AdamW,",
+    if layout.zero_stage == 1:
+        return [f"    optimizer = ZeroRedundancyOptimizer({params}, optimizer_class=torch.optim.AdamW,",
                 '                                        process_group=dp_mesh.get_group(), lr=LR)']
-    else:
-        out += [f"    optimizer = torch.optim.AdamW({params}, lr=LR)"]
-    out += [
+    return [f"    optimizer = torch.optim.AdamW({params}, lr=LR)"]
+
+
+def _data_lines(layout: Layout) -> list[str]:
+    out = [
         "",
         "    generator = torch.Generator().manual_seed(1 + dp_rank)  # mock data: each replica its own tokens",
         "    tokens = torch.randint(VOCAB, (MICROBATCHES * MICRO_BATCH, SEQ + 1), generator=generator).to(device)",
         "    inputs, targets = tokens[:, :-1], tokens[:, 1:]",
     ]
-    if cp > 1:
+    if layout.cp > 1:
         out += [
             "    # Context parallelism: inside the context below SDPA runs as ring attention over the cp ranks, and",
             "    # these buffers are cut (in place, load-balanced for the causal mask) to this rank's share of tokens.",
             "    inputs, targets = inputs.contiguous(), targets.contiguous()",
             "    ANGLE = angles(SEQ, HIDDEN // HEADS, device)",
         ]
+    return out
+
+
+def _step_lines(layout: Layout) -> list[str]:
+    """One step: the pipeline schedule, or gradient accumulation over the micro-batches; under cp in its context."""
+    z = layout.zero_stage
     # DDP computes under autocast; FSDP2's MixedPrecisionPolicy casts the gathered parameters itself.
     autocast = "torch.autocast(device_type, dtype=DTYPE)" if z <= 1 else ""
-    body: list[str] = []
-    if p > 1:
-        body += _pipeline_lines(layout, autocast)
+    if layout.p > 1:
+        body = _pipeline_lines(layout, autocast)
     else:
-        body += [
+        body = [
             "    model, losses = parts[0], []",
             "    for i in range(MICROBATCHES):",
             "        batch = slice(i * MICRO_BATCH, (i + 1) * MICRO_BATCH)",
@@ -320,18 +346,21 @@ def _main(layout: Layout) -> list[str]:
         body += [f"        with {autocast}:", f"            {step}"] if autocast else [f"        {step}"]
         if z <= 1:
             body += ["        if i < MICROBATCHES - 1:",
-                    "            with model.no_sync():  # DDP: reduce the gradients once, after the last micro-batch",
-                    "                loss.backward()",
-                    "        else:",
-                    "            loss.backward()"]
+                     "            with model.no_sync():  # DDP: reduce the gradients once, after the last micro-batch",
+                     "                loss.backward()",
+                     "        else:",
+                     "            loss.backward()"]
         else:
             body += ["        loss.backward()  # FSDP2 reduce-scatters each micro-batch's gradients (sharded)"]
         body += ["        losses.append(loss.detach() * MICROBATCHES)"]
-    if cp > 1:
-        out += ['    with context_parallel(mesh["cp"], buffers=[inputs, targets, ANGLE], buffer_seq_dims=[1, 1, 0]):']
-        body = ["    " + line for line in body]
-    out += body
-    out += [
+    if layout.cp > 1:
+        return ['    with context_parallel(mesh["cp"], buffers=[inputs, targets, ANGLE], buffer_seq_dims=[1, 1, 0]):'] \
+            + ["    " + line for line in body]
+    return body
+
+
+def _report_lines() -> list[str]:
+    return [
         "    optimizer.step()",
         "    state = optimizer.optim.state if hasattr(optimizer, \"optim\") else optimizer.state",
         "    params = [w for part in parts for w in part.parameters()]",
@@ -350,7 +379,6 @@ def _main(layout: Layout) -> list[str]:
         'if __name__ == "__main__":',
         "    main()",
     ]
-    return out
 
 
 def _tp_lines(layout: Layout, sp: bool) -> list[str]:
@@ -394,16 +422,16 @@ def _pipeline_lines(layout: Layout, autocast: str) -> list[str]:
         '    pp_group = mesh["pp"].get_group()',
         "    pipe = [PipelineStage(part, s, n_stages, device, group=pp_group) for part, s in zip(parts, stages)]",
     ]
-    if name in NATIVE:
-        first = "pipe[0]" if name in SINGLE_STAGE else "pipe"
-        out.append(f"    schedule = {NATIVE[name]}({first}, n_microbatches=MICROBATCHES, loss_fn=loss_fn)")
+    if _torch_class(name):
+        first = "pipe[0]" if REGISTRY[name].chunks == "1" else "pipe"  # one stage per rank: PipelineScheduleSingle
+        out.append(f"    schedule = {_torch_class(name)}({first}, n_microbatches=MICROBATCHES, loss_fn=loss_fn)")
     else:
         csv = f"{name}_p{layout.p}_m{layout.grad_accum_steps}.csv"
         out += [
             f"    # {name} has no class in torch.distributed.pipelining; its runtime runs our action table, written by",
             f"    #   python -m core simulate --schedule {name} -p {layout.p} -m {layout.grad_accum_steps} "
             f"--csv-actions > {csv}",
-            "    schedule = _PipelineScheduleRuntime(pipe, n_microbatches=MICROBATCHES, loss_fn=loss_fn)",
+            f"    schedule = {RUNTIME}(pipe, n_microbatches=MICROBATCHES, loss_fn=loss_fn)",
             f'    schedule._load_csv("{csv}")',
         ]
     out += [
@@ -425,7 +453,7 @@ def _notes(layout: Layout) -> list[str]:
               1: "ZeRO-1 = DDP with ZeroRedundancyOptimizer: optimizer state sharded over d (whole parameters per "
                  "rank), parameters and gradients replicated.",
               0: "ZeRO-0 = DistributedDataParallel: everything replicated, gradients all-reduced."}[z]]
-    if layout.p > 1 and layout.schedule not in NATIVE:
+    if layout.p > 1 and not _torch_class(layout.schedule):
         notes.append(f"{layout.schedule} runs through torch.distributed.pipelining's _PipelineScheduleRuntime from our "
                      "action table (a private API; tests/engines checks every one of our schedules there).")
     if layout.model.tied and layout.p > 1:

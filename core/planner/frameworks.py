@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,25 @@ MEGATRON_RELEASE = "core_v0.19.0"
 MEGATRON_COMMIT = "5be9626709af2722333bf54797c954c09edeada3"
 DEEPSPEED_VERSION = "0.19.8"
 TORCH_VERSION = "2.13.0"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a layout asks of a framework: one value each for `refusals`, or arrays with one entry per candidate for
+    `runs` and `which` (schedule, recompute and offload by name)."""
+
+    t: Any
+    p: Any
+    zero: Any
+    schedule: Any
+    sp: Any = False
+    recompute: Any = "none"
+    offload: Any = "none"
+    kv_heads: int | None = None  # None: not checked
+    cp: Any = 1
+    ep: Any = 1
+    fp8: bool = False
+    moe: bool = False  # mixture-of-experts or latent-attention blocks
 
 
 @dataclass(frozen=True)
@@ -54,22 +74,21 @@ class Framework:
     moe_blocks: bool = False  # the export describes mixture-of-experts and latent-attention blocks (or leaves
     #                           the model to the user's code, as a DeepSpeed config does)
 
-    def refusals(self, t: int, p: int, zero: int, schedule: str, sp: bool, recompute: str, offload: str,
-                 cite: bool = True, kv_heads: int | None = None, cp: int = 1, ep: int = 1, fp8: bool = False,
-                 moe: bool = False) -> list[str]:
+    def refusals(self, s: Setting, cite: bool = True) -> list[str]:
         """Why this framework cannot run one layout (empty when it can), each reason with its source."""
+        t, p, zero, schedule, recompute, offload = s.t, s.p, s.zero, s.schedule, s.recompute, s.offload
         out = []
 
         def say(text: str, source: str) -> None:
             out.append(f"{text} [{self.sources[source]}]" if cite else text)
 
-        if cp > 1 and not self.context_parallel:
-            say(f"{self.label} has no context parallelism (cp = {cp})", "context_parallel")
-        if ep > 1 and not self.expert_parallel:
-            say(f"{self.label}'s export cannot spread experts over ep = {ep} ranks", "expert_parallel")
-        if fp8 and not self.fp8:
+        if s.cp > 1 and not self.context_parallel:
+            say(f"{self.label} has no context parallelism (cp = {s.cp})", "context_parallel")
+        if s.ep > 1 and not self.expert_parallel:
+            say(f"{self.label}'s export cannot spread experts over ep = {s.ep} ranks", "expert_parallel")
+        if s.fp8 and not self.fp8:
             say(f"{self.label}'s export has no FP8 training switch", "fp8")
-        if moe and not self.moe_blocks:
+        if s.moe and not self.moe_blocks:
             say(f"{self.label}'s export has no mixture-of-experts or latent-attention block", "moe_blocks")
 
         if p > 1 and schedule not in self.schedules:
@@ -82,14 +101,14 @@ class Framework:
         elif t > 1 and zero not in self.zero_with_tp:
             say(f"{self.label} takes ZeRO {_names(self.zero_with_tp)} with tensor parallelism, not ZeRO-{zero}",
                 "zero_with_tp")
-        if sp and t > 1 and not self.sequence_parallel:
+        if s.sp and t > 1 and not self.sequence_parallel:
             say(f"{self.label} has no Megatron-style sequence parallelism", "sequence_parallel")
         if recompute not in self.recompute:
             say(f"{self.label} has no {recompute} recompute switch", "recompute")
         if offload not in self.offload:
             say(f"{self.label} cannot offload {offload} (it offloads {_names(self.offload)})", "offload")
-        if kv_heads is not None and not self.kv_replication and kv_heads % t:
-            say(f"{self.label}: t = {t} does not divide the {kv_heads} key/value heads", "kv_replication")
+        if s.kv_heads is not None and not self.kv_replication and s.kv_heads % t:
+            say(f"{self.label}: t = {t} does not divide the {s.kv_heads} key/value heads", "kv_replication")
         for ex in self.exclusions:
             if p > 1 and zero in ex.zero and schedule in ex.schedules:
                 text = ex.text.format(zero=zero, schedule=schedule)
@@ -106,28 +125,27 @@ class Framework:
                 f"{'yes' if self.sequence_parallel else 'no'}; recompute {_names(self.recompute)}; offload "
                 f"{_names(self.offload)}. Sources in core/planner/frameworks.py.")
 
-    def runs(self, t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None, cp=1, ep=1,
-             fp8: bool = False, moe: bool = False) -> np.ndarray:
-        """Vectorised `not refusals(...)` over candidate arrays (names as strings)."""
-        p, zero = np.asarray(p), np.asarray(zero)
+    def runs(self, s: Setting) -> np.ndarray:
+        """Vectorised `not refusals(...)` over a setting of candidate arrays (names as strings)."""
+        t, p, zero, schedule = np.asarray(s.t), np.asarray(s.p), np.asarray(s.zero), s.schedule
         extra = np.ones(np.shape(p), dtype=bool)
         if not self.context_parallel:
-            extra &= np.asarray(cp) == 1
+            extra &= np.asarray(s.cp) == 1
         if not self.expert_parallel:
-            extra &= np.asarray(ep) == 1
-        if (fp8 and not self.fp8) or (moe and not self.moe_blocks):
+            extra &= np.asarray(s.ep) == 1
+        if (s.fp8 and not self.fp8) or (s.moe and not self.moe_blocks):
             extra &= False
-        if kv_heads is not None and not self.kv_replication:
-            ok_kv = kv_heads % np.asarray(t) == 0
+        if s.kv_heads is not None and not self.kv_replication:
+            ok_kv = s.kv_heads % t == 0
         else:
             ok_kv = True
         ok = np.where(p > 1, np.isin(schedule, self.schedules), True)
         ok &= np.where(p > 1, np.isin(zero, self.zero_with_pipeline), np.isin(zero, self.zero))
-        ok &= (np.asarray(t) == 1) | np.isin(zero, self.zero_with_tp)
+        ok &= (t == 1) | np.isin(zero, self.zero_with_tp)
         if not self.sequence_parallel:
-            ok &= ~(np.asarray(sp, dtype=bool) & (np.asarray(t) > 1))
-        ok &= np.isin(recompute, self.recompute)
-        ok &= np.isin(offload, self.offload)
+            ok &= ~(np.asarray(s.sp, dtype=bool) & (t > 1))
+        ok &= np.isin(s.recompute, self.recompute)
+        ok &= np.isin(s.offload, self.offload)
         for ex in self.exclusions:
             ok &= ~((p > 1) & np.isin(zero, ex.zero) & np.isin(schedule, ex.schedules))
         return ok & ok_kv & extra
@@ -252,11 +270,9 @@ def framework(key: str) -> Framework:
     return TABLE[key]
 
 
-def which(t, p, zero, schedule, sp, recompute, offload, kv_heads: int | None = None, cp=1, ep=1, fp8: bool = False,
-          moe: bool = False) -> list[tuple[str, ...]]:
-    """Per candidate, the frameworks (keys) that run it."""
-    masks = {k: f.runs(t, p, zero, schedule, sp, recompute, offload, kv_heads, cp, ep, fp8, moe)
-             for k, f in TABLE.items()}
+def which(s: Setting) -> list[tuple[str, ...]]:
+    """Per candidate of a setting of arrays, the frameworks (keys) that run it."""
+    masks = {k: f.runs(s) for k, f in TABLE.items()}
     shape = np.broadcast(*masks.values()).shape if masks else (0,)
     code = np.zeros(shape, dtype=np.int64)  # bit k: framework k runs it
     for k, name in enumerate(TABLE):

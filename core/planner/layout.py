@@ -13,16 +13,14 @@ from core.errors import InputError
 from core.model.config import GpuSpec, ModelConfig
 from core.model.presets import gpu, model
 from core.params.model import CLUSTER
-from core.params.pipeline import SCHEDULE_NAMES
+from core.params.pipeline import SEARCH_SCHEDULES
+from core.pipeline.schedules import REGISTRY
 from core.planner.cp_ep_rules import first_reason
 
-SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "gpipe")
+SCHEDULES = SEARCH_SCHEDULES  # the planner's: every registered schedule with a `search` record
 RECOMPUTE = ("none", "selective", "full")
 OFFLOAD = ("none", "optimizer", "optimizer+params")
 PRECISIONS = ("bf16", "fp16", "fp8")  # fp8: FP8 GEMMs on top of BF16 (core.memory.fp8 says which bytes shrink)
-CHUNKED = {"interleaved": None, "zbv": 2, "dualpipev": 2}  # schedules with v > 1 chunks (None = any v >= 2)
-
-assert set(SCHEDULES) <= set(SCHEDULE_NAMES), "layout schedules must be ones the pipeline engine knows"
 
 
 @dataclass(frozen=True)
@@ -93,11 +91,12 @@ class Layout:
             raise InputError(reason)
 
     def _check_chunks(self) -> None:
-        need = CHUNKED.get(self.schedule, 1)
-        if need is None and self.v < 2:
-            raise InputError("interleaved needs v >= 2 chunks per device")
-        if need is not None and self.v != need:
-            raise InputError(f"{self.schedule} uses v = {need} chunk(s) per device, got {self.v}")
+        entry = REGISTRY[self.schedule]
+        if entry.chunks == "v" and self.v < 2:
+            raise InputError(f"{self.schedule} needs v >= 2 chunks per device")
+        if entry.chunks != "v" and self.v != entry.chunks_per_device(self.v):
+            raise InputError(f"{self.schedule} uses v = {entry.chunks_per_device(self.v)} chunk(s) per device, "
+                             f"got {self.v}")
         if self.v > 1 and self.p < 2:
             raise InputError(f"{self.schedule} needs pipeline parallelism (p >= 2)")
         if self.p * self.v > self.model.layers:

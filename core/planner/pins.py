@@ -12,6 +12,7 @@ import itertools
 from core.model.config import GpuSpec, ModelConfig
 from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
+from core.pipeline.schedules import REGISTRY
 from core.planner import cp_ep, frameworks
 from core.units import GB
 
@@ -90,9 +91,9 @@ def _cp_ep(q: PlannerParams, model: ModelConfig) -> list[str]:
 
 
 def _chunks(q: PlannerParams, model: ModelConfig) -> list[str]:
-    if q.schedule not in ("interleaved", "zbv", "dualpipev") or not q.fix_p:
+    if q.schedule == "all" or REGISTRY[q.schedule].chunks == "1" or not q.fix_p:
         return []
-    v = q.v if q.schedule == "interleaved" else 2
+    v = REGISTRY[q.schedule].chunks_per_device(q.v)
     if q.fix_p * v > model.layers:
         return [f"{q.schedule}: p x v = {q.fix_p} x {v} = {q.fix_p * v} chunks > the {model.layers} layers"]
     return []
@@ -116,7 +117,7 @@ def _switches(q: PlannerParams) -> list[str]:
         out.append(f"offload {q.offload} needs ZeRO stage 1 or more, ZeRO is pinned to 0")
     if q.offload == "optimizer+params" and zero not in (None, 3):
         out.append(f"offload optimizer+params needs ZeRO-3, ZeRO is pinned to {zero}")
-    if q.schedule not in ("all", "1f1b", "gpipe") and q.fix_p == 1:
+    if _needs_pipeline(q.schedule) and q.fix_p == 1:
         out.append(f"schedule {q.schedule} needs a pipeline, p is pinned to 1")
     return out
 
@@ -124,21 +125,19 @@ def _switches(q: PlannerParams) -> list[str]:
 def _framework(q: PlannerParams) -> list[str]:
     """Pinned switches the chosen framework refuses whatever the unpinned dimensions are, then the pins together."""
     f = frameworks.framework(q.framework)
-    pipeline_only = q.schedule not in ("all", "1f1b", "gpipe")
-    ps = [q.fix_p] if q.fix_p else ([2] if pipeline_only else [1, 2])
+    ps = [q.fix_p] if q.fix_p else ([2] if _needs_pipeline(q.schedule) else [1, 2])
     ts = [q.fix_t] if q.fix_t else [1, 2]
     pinned = {k: q.searched(k)[0] for k in _SWITCHES if getattr(q, k) != "all"}
     out = []
     for key, value in pinned.items():
         free = {k: (value,) if k == key else everything for k, everything in _SWITCHES.items()}
         if not _any_runs(f, ts, ps, free):
-            safe = {**_SAFE, key: value}
-            reasons = f.refusals(ts[-1], ps[-1], *safe.values())
+            reasons = f.refusals(frameworks.Setting(ts[-1], ps[-1], **{**_SAFE, key: value}))
             out.append(next((r for r in reasons if _WORD[key] in r), reasons[0]))
     together = {k: (pinned[k],) if k in pinned else q.searched(k) for k in _SWITCHES}
     if not out and pinned and not _any_runs(f, ts, ps, together):
         values = {k: v[0] for k, v in together.items()}
-        out.append("together: " + "; ".join(f.refusals(ts[-1], ps[-1], *values.values(), cite=False)))
+        out.append("together: " + "; ".join(f.refusals(frameworks.Setting(ts[-1], ps[-1], **values), cite=False)))
     return out
 
 
@@ -148,6 +147,11 @@ _WORD = {"zero": "ZeRO", "schedule": "schedule", "sp": "sequence", "recompute": 
 _SAFE = {"zero": 0, "schedule": "1f1b", "sp": False, "recompute": "none", "offload": "none"}
 
 
+def _needs_pipeline(schedule: str) -> bool:
+    """A pinned schedule that p = 1 cannot run (only a one-stage schedule is plain gradient accumulation there)."""
+    return schedule != "all" and not REGISTRY[schedule].search.one_stage
+
+
 def _any_runs(f: frameworks.Framework, ts, ps, grid: dict) -> bool:
-    return any(not f.refusals(t, p, *combo, cite=False)
+    return any(not f.refusals(frameworks.Setting(t, p, **dict(zip(grid, combo, strict=True))), cite=False)
                for t, p in itertools.product(ts, ps) for combo in itertools.product(*grid.values()))

@@ -6,3 +6,5 @@ pipeline domain, and the lecture's answers, computed live.
 
 May import: params, model, pipeline, memory, cost, planner and the top-level basics (not cli).
 """
+
+import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names the pages' inputs read

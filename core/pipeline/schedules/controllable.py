@@ -24,7 +24,9 @@ from bisect import bisect_left, insort
 
 import numpy as np
 
+from core.pipeline.schedules.flush import gpipe_bubble_share
 from core.pipeline.schedules.ir import ROW, F, I, Schedule, W, v_stage_map
+from core.pipeline.schedules.record import Entry
 
 PERIOD = 6  # slots per micro-batch and device: F0 F1 I1 I0 and the two W's
 F0, F1, I1, I0, WW = range(5)  # slot types; WW = a weight gradient while squeezing (either chunk)
@@ -285,13 +287,13 @@ def _trial_implicit(free_at: bytearray, at: int, s: int, now: int, ty: int, leve
 def _eager(times: list[np.ndarray]) -> list[np.ndarray]:
     """Every op as early as its inputs and its device's order allow, one slot per op: the slots the
     order actually takes (the paper's "squeeze"). Timed by the simulator with unit chunk costs."""
-    from core.pipeline.simulate import Costs, run  # the engine sits above the schedule generators
+    from core.pipeline.simulate import Costs, run_timeline  # the engine sits above the schedule generators
 
     p, m = times[F0].shape
     orders = [_order(times, d) for d in range(p)]
     s = Schedule("squeeze", p, 2, m, tuple(_rows(t, i) for t, i in orders),
                  v_stage_map(p))
-    tl = run(s, Costs(tf=2.0, tb=2.0, tw=2.0))  # a chunk op then lasts exactly one slot
+    tl = run_timeline(s, Costs(tf=2.0, tb=2.0, tw=2.0))  # a chunk op then lasts exactly one slot
     out = [np.empty_like(tt) for tt in times]
     for d, (typ, idx) in enumerate(orders):
         start = np.rint(tl.start[tl.ops_of(d)]).astype(np.int64)
@@ -350,3 +352,34 @@ def _final_order(t: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     served = n_w + np.minimum(0, np.minimum.accumulate(i1_before - n_w))
     w_chunk = (np.diff(served, prepend=0)[is_w] > 0).astype(np.int32)
     return typ, idx, w_chunk
+
+
+# No exact closed form: the authors' estimates of the idle share from 1F1B's B = (p-1)/(m+p-1) when
+# T_F = T_B = T_W (zero-bubble repository README; V-Min adds an O(p) overhead it does not size), to compare with
+# the simulation, and the peak activation of their table.
+def _no_form(name: str, about: str) -> str:
+    return (f"{name} has no exact closed form: Qi et al. 2024 estimate its idle share as about {about}, "
+            "B = (p-1)/(m+p-1), when T_F = T_B = T_W (see controllable_estimate)")
+
+
+V_HALF = Entry(
+    "v-half", "V-Half", v_half, "V-Half (controllable memory): V shape holding about half of 1F1B's activations", "2",
+    True, v_shape=True, no_form=_no_form("v-half", "B/2"), estimate=lambda p, m: gpipe_bubble_share(p, m) / 2,
+    derivation="No exact closed form. Qi et al. 2024 estimate the idle share as about B/2, B = (p-1)/(m+p-1) "
+               "(1F1B's), when T_F = T_B = T_W. Memory: a schedule that repeats one building block every 6 "
+               "slots holds about its block's lifespan (from a micro-batch's first forward on a device to its "
+               "last backward there) divided by 6. V-Half's block on device 0 spans about 6p slots, so about p "
+               "first-chunk micro-batches are alive at once, each half a device's layers: (p+2)//2 "
+               "micro-batches' worth, about half of 1F1B's p.",
+    peak_activation=lambda p: (p + 2) // 2)
+
+V_MIN = Entry(
+    "v-min", "V-Min", v_min, "V-Min (controllable memory): V shape holding about a third of 1F1B's activations", "2",
+    True, v_shape=True, no_form=_no_form("v-min", "2B/3 plus an O(p) overhead"),
+    estimate=lambda p, m: 2 * gpipe_bubble_share(p, m) / 3,
+    derivation="No exact closed form. Qi et al. 2024 estimate the idle share as about 2B/3 plus an O(p) overhead, "
+               "B = (p-1)/(m+p-1), when T_F = T_B = T_W. Its building block is the tightest (about 4p slots on "
+               "device 0, so about 2p/3 half-device chunks alive): (p+4)//3 micro-batches' worth, about a third "
+               "of 1F1B's. The tight block leaves gaps "
+               "the steady state cannot fill when T_F, T_B and T_W differ, so V-Min loses throughput there.",
+    peak_activation=lambda p: (p + 4) // 3)

@@ -6,6 +6,7 @@ import numpy as np
 
 from core.errors import InputError
 from core.pipeline.schedules.ir import ROW, B, F, Schedule, alternate, chain, loop_stage_map, ops
+from core.pipeline.schedules.record import Case, ClosedForm, Engines, Entry, Search
 
 
 def _round_order(kind: int, p: int, m: int, v: int, reverse_chunks: bool) -> np.ndarray:
@@ -55,3 +56,30 @@ def looped_bfs(p: int, m: int, v: int = 2) -> Schedule:
     """
     order = chain(*(ops(F, range(m), c) for c in range(v)), *(ops(B, range(m), c) for c in reversed(range(v))))
     return Schedule("looped-bfs", p, v, m, tuple(order.copy() for _ in range(p)), loop_stage_map(p, v))
+
+
+# Both cut the fill and drain by v: each step moves one chunk of 1/v of a device's layers.
+def _chunked_bubble(c: Case) -> float:
+    return (c.p - 1) * c.full / c.v * c.iterations
+
+
+INTERLEAVED = Entry(
+    "interleaved", "interleaved", interleaved, "Megatron interleaved 1F1B: v chunks per device, bubble / v", "v",
+    min_m=lambda p: p,
+    closed_form=ClosedForm(_chunked_bubble, "(p-1)(t_f+t_b)/v", "makespan", "Narayanan et al. 2021",
+                           "m a multiple of p (Megatron runs micro-batches in rounds of p)",
+                           lambda c: f"m = {c.m}, p = {c.p}" if c.m % c.p else ""),
+    derivation="Each device holds v chunks of 1/v of its layers, so a fill or drain step moves one chunk: the "
+               "same p-1 steps cost (t_f+t_b)/v each, (p-1)(t_f+t_b)/v in all. Megatron-LM runs micro-batches "
+               "in rounds of p, hence m a multiple of p. The price: v times more point-to-point messages and "
+               "a first device holding p(1 + (p-1)/(pv)) micro-batches.",
+    engines=Engines(torch="ScheduleInterleaved1F1B", megatron="forward_backward_pipelining_with_interleaving"),
+    search=Search(rank=2, by_default=True))
+
+LOOPED_BFS = Entry(
+    "looped-bfs", "looped BFS", looped_bfs, "GPipe chunk by chunk over v looped chunks (PyTorch LoopedBFS)", "v",
+    closed_form=ClosedForm(_chunked_bubble, "(p-1)(t_f+t_b)/v", "makespan", "Narayanan et al. 2021", "m >= p",
+                           lambda c: f"m = {c.m} < p = {c.p}" if c.m < c.p else ""),
+    derivation="The chunks of interleaving, run breadth-first (all micro-batches through chunk 0, then chunk "
+               "1, ...): the fill and drain shrink by v as in interleaving, but every micro-batch of every "
+               "chunk is held at the peak.")

@@ -11,6 +11,7 @@ import numpy as np
 
 from core.pipeline.schedules.flush import one_f_one_b
 from core.pipeline.schedules.ir import B, F, I, Schedule
+from core.pipeline.schedules.record import ClosedForm, Entry
 
 
 def pipedream(p: int, m: int, v: int = 1, iterations: int = 1) -> Schedule:
@@ -18,6 +19,14 @@ def pipedream(p: int, m: int, v: int = 1, iterations: int = 1) -> Schedule:
     stream = one_f_one_b(p, m * iterations)
     notes = ("no flush: weights update after each iteration's last backward on each device",)
     return Schedule("pipedream", p, 1, m, stream.devices, stream.stage_map, iterations, notes)
+
+
+PIPEDREAM = Entry(
+    "pipedream", "PipeDream", pipedream, "asynchronous 1F1B, no flush: bubble once, stale weights", "1", streams=True,
+    closed_form=ClosedForm(lambda c: (c.p - 1) * c.full, "(p-1)(t_f+t_b), once for all iterations", "makespan",
+                           "Harlap et al. 2018", "any m; the bubble is paid once, not per iteration"),
+    derivation="The fill and drain of 1F1B, (p-1)(t_f+t_b), are paid once: with no flush the next iteration's "
+               "forwards fill the drain. The price is stale weights (up to p versions stashed on device 0).")
 
 
 def weight_versions(s: Schedule) -> np.ndarray:
