@@ -25,7 +25,8 @@ page_header("lecture")
 enter_page("lecture", SPECS)
 show_notices(sync_url(SPECS))  # every key checked before any widget exists
 st.caption("Each question takes its numbers from the sliders next to it; the answer is computed when you reveal "
-           "it. Presentation mode (in the sidebar) enlarges text and figures for a projector.")
+           "it. Presentation mode (in the sidebar) enlarges text and figures for a projector. Memory is in GB = 1e9 "
+           "bytes throughout.")
 values: dict = {}
 
 
