@@ -9,8 +9,10 @@ these names from here only, so the pipeline package can change its modules witho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.errors import InputError
 from core.pipeline.compare import FRONTIER_OPS, Match, frontier, match_memory
 from core.pipeline.derivations import CONVENTION_WORDS, explain
 from core.pipeline.result import PipelineParams
@@ -34,7 +36,8 @@ from core.pipeline.view import PipelineView, actions_csv, cli_command, nearest_r
 
 __all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS", "MAX_BYTES",
            "NUM_KINDS", "Bars", "Heat", "Imported", "Match", "PipelineParams", "PipelineView", "TimelineView",
-           "actions_csv", "cli_command", "cursor_time", "explain", "frontier", "imported", "match_memory",
+           "actions_csv", "cli_command", "cursor_time", "equal_memory", "explain", "frontier", "imported",
+           "match_memory",
            "nearest_runnable", "pipeline_view", "schedule_summary", "step_cursor", "takes_v", "trace_json"]
 
 
@@ -64,3 +67,28 @@ def imported(text: str, tf: float, tb: float, tw: float, tcomm: float) -> Import
     result = simulate_actions(text, tf, tb, tw, tcomm)
     s = result.schedule
     return Imported(result.summary(), timeline_view(result.timeline, MAX_BARS, BINS), s.p, s.m, s.v)
+
+
+def equal_memory(params: PipelineParams, others: list[str], match: Callable[[PipelineParams, str], Match] = match_memory
+                 ) -> tuple[dict[str, PipelineParams], list[dict], list[str]]:
+    """Compare mode at equal memory: each other schedule at the m (and v) holding the main schedule's activation
+    memory for the same global batch. (its parameters by name, the table's rows, why each refused one cannot).
+    `match`: core.pipeline.compare.match_memory, or a cached wrapper of it."""
+    chosen, rows, refused = {}, [], []
+    try:
+        match(params, params.schedule)  # the reference itself must run (its own refusal is shown elsewhere)
+    except InputError:
+        return chosen, rows, refused
+    for name in others:
+        try:
+            mt = match(params, name)
+        except InputError as exc:
+            refused.append(f"{name}: {exc}")
+            continue
+        if mt.params is None:
+            refused.append(f"{name}: {mt.note}")
+            continue
+        chosen[name] = mt.params
+        rows.append({"schedule": name, "m": mt.params.m, "v": mt.params.v if takes_v(name) else None,
+                     "micro-batch size (x this one's)": mt.scale, "activation memory": mt.memory})
+    return chosen, rows, refused
