@@ -6,6 +6,9 @@ run by AppTest from that link's query, its headline metric and its per-stage tab
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -101,3 +104,19 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
     assert any(r["ep"] > 1 for v in (plans["mixtral"], plans["deepseek-v3"], plans["custom-moe"])
                for r in rows_of(v))
     assert any(r["offload"] != "none" for r in rows_of(plans["offload"]))
+
+
+def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans):
+    # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
+    view = plans["mixtral"]
+    row = rows_of(view)[0]
+    link = cp.with_links(row.to_frame().T.infer_objects(), view.zero_link_base)["zero_link"].iloc[0]
+    flags = []
+    for key, value in parse_qsl(urlsplit(link).query):
+        flags += [f"--{key.replace('_', '-')}"] + ([] if value == "true" else [value])
+    out = subprocess.run([sys.executable, "-m", "core", "zero", *flags, "--json"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)["per_gpu"][("dp", "zero1", "zero2", "zero3")[int(row["zero_stage"])]]
+    assert got["total"] == pytest.approx(row["memory_bytes"], rel=1e-9)
+    assert got["activations"] == pytest.approx(row["activation_bytes"], rel=1e-9)

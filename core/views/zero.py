@@ -92,16 +92,20 @@ def preset_gpu(key: str) -> dict:
 def from_inputs(v: Mapping[str, Any]) -> tuple[ZeroParams, Shape, ActInputs | None]:
     """The ZeRO page's inputs (by URL key, as core.params.zero_page names them) as core's parameters.
 
-    A named model sets Psi, the shape and (unless typed) the largest module, a named GPU its memory, GPUs per
-    node and bandwidth; "custom" takes the typed values. Raises InputError for a combination ZeroParams refuses.
+    A named model sets Psi, the shape and (unless typed) the largest module and the embedding, a named GPU its
+    memory, GPUs per node and bandwidth; "custom" takes the typed values. Raises InputError for a combination
+    ZeroParams refuses.
     """
     zero = {k: v[k] for k in ZERO if k in v}
     act = ActInputs(**{k: v[k] for k in zero_page.ACT if k in v}) if v["act"] else None
     if v["model"] != "custom":
         zero["params"] = preset_params(v["model"])
         zero["expert_params"] = preset_expert_params(v["model"])
+        model = presets.model(v["model"])
         if not zero.get("largest_layer"):  # 0: not given; a named model knows its largest module
-            zero["largest_layer"] = counts.largest_module_params(presets.model(v["model"]))
+            zero["largest_layer"] = counts.largest_module_params(model)
+        if zero.get("split") == "embedding-on-ends" and not zero.get("embedding"):  # ... and its embedding
+            zero["embedding"] = model.vocab * model.hidden
         shape = preset_shape(v["model"], v.get("seq", 0))
     else:
         shape = custom_shape(v)
