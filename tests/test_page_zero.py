@@ -224,8 +224,10 @@ def test_invalid_url_values_fall_back_with_a_notice():
 def test_inputs_core_refuses_show_an_error_not_a_crash():
     at = run({"gpus": "10"})
     assert "exceeds the 10 available" in at.error[0].value
-    at = run({"split": "embedding-on-ends"})
+    at = run({"split": "embedding-on-ends", "model": "custom"})
     assert "embedding" in at.error[0].value
+    at = run({"split": "embedding-on-ends", "p": "4"})  # a named model knows its V x h embedding
+    assert not at.error and "embedding-on-ends split" in "".join(c.value for c in at.caption)
 
 
 def test_optional_parts_that_do_not_apply_become_notes():

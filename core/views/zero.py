@@ -27,8 +27,7 @@ from core.model import counts, presets
 from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
-from core.pipeline.schedules import chunks_per_device
-from core.planner.simulation import simulated
+from core.pipeline.result import PipelineParams, simulate
 from core.views.zero_report import (
     ActInputs,
     Shape,
@@ -193,15 +192,19 @@ class ZeroView:
 
 
 def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
-    """Micro-batches each end stage holds under the schedule: the planner's simulation (the same numbers its rows
-    use); InputError when the simulator refuses the schedule or p is beyond it."""
+    """Micro-batches each end stage holds under the schedule, from the pipeline simulator (the schedule's order
+    alone sets them: the same counts the planner's simulation keeps for its rows, core.planner.simulation);
+    InputError when the simulator refuses the schedule or p is beyond it."""
     if p > PIPELINE["p"].hi:
         raise InputError(f"activations: the pipeline simulator covers p <= {PIPELINE['p'].hi:g}; p = {p} is "
                          "left without activations")
-    got = simulated(a.schedule, p, a.m, chunks_per_device(a.schedule, a.v))
-    if isinstance(got, str):
-        raise InputError(f"activations: {got}")
-    return per_gpu.InFlight(got[3], got[4], bool(got[5]))
+    try:
+        result = simulate(PipelineParams(schedule=a.schedule, p=p, m=a.m, v=a.v))
+    except InputError as exc:
+        raise InputError(f"activations: {exc}") from None
+    s, held = result.schedule, result.timeline.peak_inflight
+    last = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])  # the device of the last stage
+    return per_gpu.InFlight(float(held[0]), float(held[last]), last == 0 and p > 1)
 
 
 def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
