@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from core.errors import InputError
 from core.params import Spec
 from ui.url_state import format_value
 
@@ -42,8 +43,8 @@ def _to_url(spec: Spec, value) -> None:
             st.query_params[spec.key] = [format_value(spec, x) for x in value]
         elif value != spec.default and value is not None:
             st.query_params[spec.key] = format_value(spec, spec.parse(value))
-    except (StreamlitAPIException, ValueError, TypeError):  # bound already, or not a spec value: the widget owns it
-        pass
+    except (StreamlitAPIException, InputError, ValueError, TypeError):  # bound already, or not a spec value: the
+        pass  # widget owns it, and shows its own value
 
 
 def enter_page(page: str, specs: Mapping[str, Spec]) -> bool:

@@ -50,8 +50,9 @@ class ModelMemory:
     """What memory needs of a model: its parameters by kind and the shape its activations follow.
 
     `ModelMemory.of(config)` reads a core.model ModelConfig (a preset, or the planner's custom model); the ZeRO
-    page's own custom model (Psi and a shape) is built field by field. expert_params > 0 with `moe` set is a
-    mixture-of-experts model; its other parameters are dense_params.
+    page's own custom model (Psi and a shape) is built field by field. expert_params > 0 over moe_layers makes a
+    mixture-of-experts model (its other parameters are dense_params); `moe`, the router's shape, adds the experts'
+    activations.
     """
 
     dense_params: float  # everything that is not a routed expert: attention, dense and shared MLPs, embeddings
