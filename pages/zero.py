@@ -70,7 +70,7 @@ def inputs(v: dict) -> None:
         experts = ("expert_params", "ep", "etp") if custom else ("ep", "etp")
         grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", *experts), 3)
     with st.expander("Offload, reserve and cluster"):
-        keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw"]
+        keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw", "reshard"]
         grid(v, ZERO, keys + (["gpus_per_node", "bw"] if v["gpu"] == "custom" else []), 3)
     if custom:
         with st.expander("Custom model shape (activations, ZeRO-3's gathered blocks, FSDP units)"):

@@ -9,6 +9,8 @@ datasheets in assets/gpus.json; Megatron-LM's context parallelism guide (K/V exc
 import pytest
 
 from core.cost import expert_comm, flops, precision_peak, ring_attention
+from core.cost.collective import Fabric
+from core.cost.step_input import Layouts
 from core.model import counts, presets
 
 
@@ -45,10 +47,10 @@ def test_deepseek_v3_cross_node_all_to_all_is_about_one_to_one_with_compute():
     compute = forward_flops / (precision_peak.effective_peak(m, g, fp8=True) * 0.6)
     one = expert_comm.direction_bytes(4096, 1, m.hidden, moe.top_k, ep=64)
     traffic = one * (0.5 + 1.0)  # FP8 dispatch + BF16 combine
-    comm = expert_comm.layer_time(traffic, 64, 1, 8, g.intra_bytes_per_s * 0.8, g.inter_bytes_per_s * 0.8,
-                                  top_k=moe.top_k, node_limit=4)
+    fabric = Fabric(g.intra_bytes_per_s * 0.8, g.inter_bytes_per_s * 0.8, 8)
+    comm = expert_comm.layer_time(traffic, 64, 1, fabric, messages=2, top_k=moe.top_k, node_limit=4)
     assert 0.7 < float(comm / compute) < 1.5
-    unlimited = expert_comm.layer_time(traffic, 64, 1, 8, g.intra_bytes_per_s * 0.8, g.inter_bytes_per_s * 0.8)
+    unlimited = expert_comm.layer_time(traffic, 64, 1, fabric, messages=2)
     assert float(unlimited / compute) > 2  # without node-limited routing the network dominates
 
 
@@ -61,13 +63,17 @@ def test_ring_attention_volume_and_what_attention_hides():
     assert bool(ring_attention.crosses_node(8, 16, 8)) and not bool(ring_attention.crosses_node(1, 8, 8))
     # On the 50 GB/s network at 80 %: a chunk takes 105 us, its 8,192 x 8,192 block of attention 0.93 ms at
     # 60 % of the H100's 989 TFLOP/s: fully hidden.
-    total, exposed = ring_attention.layer_time(131072, 1, 16384, 128, 8, 16384, 8, 16, "none", 40e9, 989e12 * 0.6)
-    assert float(total) == pytest.approx(15 * 3 * chunk / 40e9)
+    # Each send also pays one message latency (10 us here).
+    net = Fabric(40e9, 40e9, 8, send_latency_s=10e-6)
+    llama = presets.model("llama3-405b").with_seq(131072)
+    total, exposed = ring_attention.layer_time(llama, Layouts(b=1, t=8, cp=16), net, 989e12 * 0.6)
+    assert float(total) == pytest.approx(15 * 3 * (chunk / 40e9 + 10e-6))
     assert float(exposed) == 0.0
     # Short chunks cannot hide it: 4K tokens over c 16 (256 per rank), Llama 3 8B shapes, t 1.
-    total, exposed = ring_attention.layer_time(4096, 1, 4096, 32, 8, 4096, 1, 16, "none", 40e9, 989e12 * 0.6)
+    small = presets.model("llama3-8b").with_seq(4096)
+    total, exposed = ring_attention.layer_time(small, Layouts(b=1, t=1, cp=16), net, 989e12 * 0.6)
     work = 4 * 256**2 * 4096 / (989e12 * 0.6)
-    send = 2 * 256 * 8 * 128 * 2 / 40e9
+    send = 2 * 256 * 8 * 128 * 2 / 40e9 + 10e-6
     assert float(exposed) == pytest.approx(15 * 3 * (send - work))
 
 

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from core.cost import gemm, layer_ops
+from core.cost.collective import Fabric
 from core.cost.rates import Rates, fitted_values
+from core.cost.step_input import Layouts
 from core.model import presets
 from core.model.counts import layer_matmul_params
 
@@ -22,6 +24,13 @@ A100 = presets.gpu("a100-80gb")
 GPT3 = presets.model("gpt3-175b")
 LLAMA = presets.model("llama3-70b")
 PEAK = 1e15
+
+
+def times_of(model, r, b, t, sp, recompute, bw, latency, **more):
+    """layer_times on a server of 8 with `bw` on every link; latency 0 = bandwidth terms only (textbook volumes),
+    else NCCL's latencies (core.cost.collective) and `latency` per message."""
+    fabric = Fabric(bw, bw, 8, latency, latency, nccl_latency=1.0 if latency else 0.0)
+    return layer_ops.layer_times(model, r, Layouts(b=b, t=t, sp=sp, recompute=recompute, **more), fabric)
 
 
 def ideal(**change) -> Rates:
@@ -65,7 +74,7 @@ def test_stream_time_is_bytes_over_achieved_bandwidth():
 @pytest.mark.parametrize("t", [1, 8])
 def test_phases_carry_the_textbook_flops(model, t):
     b = 2
-    times = layer_ops.layer_times(model, ideal(), b, t, False, "none", 1e30, 0.0)
+    times = times_of(model, ideal(), b, t, False, "none", 1e30, 0.0)
     tokens = b * model.seq
     weights = layer_matmul_params(model.hidden, model.heads, model.kv_heads, model.ffn, model.swiglu)
     if model.kv_heads < t:  # replicated key/value heads: each rank computes its own copy
@@ -80,7 +89,7 @@ def test_phases_carry_the_textbook_flops(model, t):
 
 
 def test_flash_attention_does_causal_blocks_only_and_recomputes_in_its_backward():
-    times = layer_ops.layer_times(LLAMA, ideal(), 1, 8, True, "none", 1e30, 0.0)
+    times = times_of(LLAMA, ideal(), 1, 8, True, "none", 1e30, 0.0)
     core = 4 * LLAMA.seq ** 2 * LLAMA.hidden / 8 * 0.5
     assert float(times["F"]["attention"]) * PEAK == pytest.approx(core)
     assert float(times["B"]["attention"]) * PEAK == pytest.approx(2.5 * core)
@@ -89,7 +98,7 @@ def test_flash_attention_does_causal_blocks_only_and_recomputes_in_its_backward(
 def test_recompute_reruns_exactly_what_it_dropped():
     r = Rates.of(A100)
     args = (GPT3, r, 1, 8, False)
-    none, selective, full = (layer_ops.layer_times(*args, mode, 240e9, 1e-5) for mode in ("none", "selective", "full"))
+    none, selective, full = (times_of(*args, mode, 240e9, 1e-5) for mode in ("none", "selective", "full"))
     assert all(float(none["R"][c]) == 0.0 for c in layer_ops.COMPONENTS)
     assert float(selective["R"]["attention"]) == float(selective["F"]["attention"])
     assert float(selective["R"]["gemm"]) == 0.0 and float(selective["R"]["tp"]) == 0.0
@@ -101,14 +110,14 @@ def test_tensor_parallel_volumes_with_and_without_sequence_parallelism():
     r, bw, t, b = ideal(), 100e9, 8, 2
     act = 2 * b * GPT3.seq * GPT3.hidden  # one s x b x h activation in 16 bits
     ring = (t - 1) / t * act / bw
-    plain = layer_ops.layer_times(GPT3, r, b, t, False, "full", bw, 0.0)
-    sp = layer_ops.layer_times(GPT3, r, b, t, True, "full", bw, 0.0)
+    plain = times_of(GPT3, r, b, t, False, "full", bw, 0.0)
+    sp = times_of(GPT3, r, b, t, True, "full", bw, 0.0)
     assert float(plain["F"]["tp"]) == pytest.approx(2 * 2 * ring)  # two all-reduces
     assert float(sp["F"]["tp"]) == pytest.approx(4 * ring)  # two reduce-scatters + two all-gathers: the same
     assert float(plain["B"]["tp"]) == pytest.approx(2 * 2 * ring)
     assert float(sp["B"]["tp"]) == pytest.approx(6 * ring)  # + re-gathering the two sharded inputs
     assert float(plain["R"]["tp"]) == float(plain["F"]["tp"])  # full recompute repeats the forward's traffic
-    alone = layer_ops.layer_times(GPT3, r, b, 1, False, "none", bw, 1e-5)
+    alone = times_of(GPT3, r, b, 1, False, "none", bw, 1e-5)
     assert all(float(alone[ph]["tp"]) == 0.0 for ph in layer_ops.PHASES)
 
 
@@ -116,11 +125,11 @@ def test_megatron_hides_backward_tp_behind_gemms_but_never_more_than_it_sends():
     r = Rates.of(A100)
     for sp in (False, True):
         for bw in (1e9, 240e9, 1e13):
-            times = layer_ops.layer_times(GPT3, r, 1, 8, sp, "none", bw, 1e-5)
+            times = times_of(GPT3, r, 1, 8, sp, "none", bw, 1e-5)
             hidden = float(times["hidden"]["tp"])
             assert 0.0 <= hidden <= float(times["B"]["tp"])
     # On a slow link each column-parallel layer's all-reduce outlasts its weight-gradient GEMM, which it hides fully.
-    slow = layer_ops.layer_times(GPT3, r, 1, 8, False, "none", 1e9, 1e-5)
+    slow = times_of(GPT3, r, 1, 8, False, "none", 1e9, 1e-5)
     h, tokens = GPT3.hidden, GPT3.seq
     wgrads = [gemm.gemm_time(r, h, n, tokens, c_bytes=4.0, accumulate=True) for n in (3 * h / 8, GPT3.ffn / 8)]
     assert float(slow["hidden"]["tp"]) == pytest.approx(float(sum(wgrads)))
@@ -130,7 +139,7 @@ def test_memory_bound_bytes_per_element():
     # GPT block with dropout, no SP: forward 22 bytes per b s h element + 4 per b s ffn / t; backward 34 and 6.
     r = ideal(bandwidth=1e12)
     b, t = 1, 4
-    times = layer_ops.layer_times(GPT3, r, b, t, False, "none", 1e30, 0.0)
+    times = times_of(GPT3, r, b, t, False, "none", 1e30, 0.0)
     e_h, e_f = b * GPT3.seq * GPT3.hidden, b * GPT3.seq * GPT3.ffn / t
     assert float(times["F"]["memory"]) == pytest.approx((22 * e_h + 4 * e_f) / 1e12)
     assert float(times["B"]["memory"]) == pytest.approx((34 * e_h + 6 * e_f) / 1e12)
@@ -154,7 +163,7 @@ def test_moe_layers_run_top_k_experts_per_token_and_cp_splits_every_sequence():
     v3 = presets.model("deepseek-v3")
     b, t, cp = 1, 1, 1
     for ep, etp in ((1, 1), (64, 1), (8, 1)):
-        times = layer_ops.layer_times(v3, ideal(), b, t, False, "none", 1e30, 0.0, ep=ep, etp=etp)
+        times = times_of(v3, ideal(), b, t, False, "none", 1e30, 0.0, ep=ep, etp=etp)
         tokens = b * v3.seq
         router = 2 * tokens * v3.hidden * v3.moe.experts * (v3.moe_layers / v3.layers)
         linear = 2 * tokens * matmul_params_per_layer(v3)
@@ -163,8 +172,8 @@ def test_moe_layers_run_top_k_experts_per_token_and_cp_splits_every_sequence():
         assert float(times["B"]["gemm"]) * PEAK == pytest.approx(linear, rel=1e-4)
         assert router < 0.01 * linear
     for cp in (2, 8):
-        split = layer_ops.layer_times(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0, cp=cp)
-        whole = layer_ops.layer_times(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0)
+        split = times_of(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0, cp=cp)
+        whole = times_of(GPT3, ideal(), 1, 8, True, "none", 1e30, 0.0)
         assert float(split["F"]["gemm"]) == pytest.approx(float(whole["F"]["gemm"]) / cp)
         assert float(split["F"]["attention"]) == pytest.approx(float(whole["F"]["attention"]) / cp)
     assert attention_core_width(GPT3) == GPT3.hidden
@@ -174,8 +183,8 @@ def test_fp8_runs_the_linear_layers_at_the_fp8_peak_and_attention_at_16_bits():
     h100 = presets.gpu("h100-80gb")
     bf16, fp8 = Rates.of(h100), Rates.of(h100, fp8=True)
     assert (bf16.linear_peak, fp8.linear_peak, fp8.peak) == (989e12, 1979e12, 989e12)
-    slow = layer_ops.layer_times(LLAMA, bf16, 1, 8, True, "none", 450e9, 1e-5)
-    fast = layer_ops.layer_times(LLAMA, fp8, 1, 8, True, "none", 450e9, 1e-5)
+    slow = times_of(LLAMA, bf16, 1, 8, True, "none", 450e9, 1e-5)
+    fast = times_of(LLAMA, fp8, 1, 8, True, "none", 450e9, 1e-5)
     assert float(fast["F"]["gemm"]) < 0.6 * float(slow["F"]["gemm"])
     assert float(fast["F"]["attention"]) == float(slow["F"]["attention"])
     assert Rates.of(A100, fp8=True).linear_peak == 312e12  # no FP8 tensor cores: 16-bit peak

@@ -38,14 +38,15 @@ ROWS = 3  # per question: the best feasible rows, of different ZeRO stages where
 
 
 def rows_of(view) -> list:
-    """Up to ROWS feasible rows, one per ZeRO stage and offload first (so each question covers several)."""
+    """Up to ROWS feasible rows: the best, then one of each other ZeRO stage, offload and resharding, then the next
+    best (so each question covers several kinds of row, and always the one the page recommends)."""
     f = view.top_feasible
-    kinds = sorted(set(zip(f["zero_stage"], f["offload"], strict=True)))
-    picked = [f[(f["zero_stage"] == z) & (f["offload"] == o)].iloc[0] for z, o in kinds]
+    kinds = list(dict.fromkeys(zip(f["zero_stage"], f["offload"], f["reshard"], strict=True)))
+    picked = [f[(f["zero_stage"] == z) & (f["offload"] == o) & (f["reshard"] == r)].iloc[0] for z, o, r in kinds]
     rest = [r for _, r in f.head(ROWS).iterrows()]
     out, seen = [], set()
     for r in picked + rest:
-        key = (r["t"], r["p"], r["d"], r["cp"], r["ep"], r["zero_stage"], r["schedule"], r["offload"])
+        key = (r["t"], r["p"], r["d"], r["cp"], r["ep"], r["zero_stage"], r["schedule"], r["offload"], r["reshard"])
         if key not in seen:
             seen.add(key)
             out.append(r)
@@ -104,16 +105,18 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
     assert any(r["ep"] > 1 for v in (plans["mixtral"], plans["deepseek-v3"], plans["custom-moe"])
                for r in rows_of(v))
     assert any(r["offload"] != "none" for r in rows_of(plans["offload"]))
+    assert any(not r["reshard"] for v in plans.values() for r in rows_of(v))  # ZeRO-3 kept gathered (FSDP2)
 
 
-def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans):
+@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe"])
+def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans, name):
     # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
-    view = plans["mixtral"]
+    view = plans[name]
     row = rows_of(view)[0]
     link = cp.with_links(row.to_frame().T.infer_objects(), view.zero_link_base)["zero_link"].iloc[0]
     flags = []
     for key, value in parse_qsl(urlsplit(link).query):
-        flags += [f"--{key.replace('_', '-')}"] + ([] if value == "true" else [value])
+        flags += [f"--{key.replace('_', '-')}", value]
     out = subprocess.run([sys.executable, "-m", "core", "zero", *flags, "--json"], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

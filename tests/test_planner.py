@@ -80,7 +80,7 @@ def test_bubble_and_inflight_are_the_simulators_with_the_candidates_own_costs(ll
     # per cent (RATIO_STEP, FACTOR_STEP) so that candidates share simulations; the Pipeline page, given the same
     # numbers unrounded (what the row links to), finds the same bubble to within that rounding.
     f = llama70.frame[np.isfinite(llama70.frame["bubble_fraction"])]
-    picked = f.drop_duplicates(["schedule", "p", "m", "v", "recompute"]).head(40)
+    picked = f.drop_duplicates(["schedule", "p", "m", "v", "recompute"]).groupby("schedule").head(14)
     assert {"1f1b", "interleaved", "zb-h1"} <= set(picked["schedule"])
     assert (picked["p"] > 1).sum() >= 10
     for _, row in picked.iterrows():
@@ -296,7 +296,7 @@ def test_every_row_of_a_framework_plan_exports_exactly_that_row(framework, kind)
 
 def test_export_of_an_interleaved_layout_names_its_chunks():
     r = planner.plan(PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=8192, batch=2048, fix_t=8, fix_p=16,
-                                   mb_sizes=(1,), zero="1", recompute="full", sp="on", schedule="interleaved"))
+                                   mb_sizes=(1,), zero="1", recompute="full", sp="on", schedule="interleaved", v=2))
     text = r.export("megatron").text
     for flag in ("--num-virtual-stages-per-pipeline-rank 2", "--sequence-parallel", "--recompute-granularity full",
                  "--use-distributed-optimizer"):
@@ -305,18 +305,18 @@ def test_export_of_an_interleaved_layout_names_its_chunks():
 
 def test_the_recommendation_names_a_nearly_as_fast_layout_with_much_more_headroom():
     """The issue's case: a recommendation that fills the GPU while one nearly as fast leaves plenty free. (The issue's
-    Llama 3 70B on 64 H100 numbers, 71.0 of 72 GB and 21 GB free 0.3 % slower, were the fixed-efficiency model's;
-    with the per-operation model its winner leaves 6.9 GB. On 32 H100 the winner uses 71.9 GB and p = 2 leaves
-    9.5 GB for 1.8 % more time.) The recommendation says so, and a minimum free memory makes that layout the
-    recommendation."""
-    q = PlannerParams(model="llama3-70b", gpu="h100-80gb", gpus=32, batch=512)
+    Llama 3 70B on 64 H100 numbers, 71.0 of 72 GB and 21 GB free 0.3 % slower, were the fixed-efficiency model's.
+    With per-layer collectives and TP communication overlap searched, on 64 A100 the winner uses 71.9 GB and the
+    same t x p x d with p = 2 interleaved leaves 12.6 GB for 1.5 % more time.) The recommendation says so, and a
+    minimum free memory makes that layout the recommendation."""
+    q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
     r = planner.plan(q)
     best = r.best()
     assert round(best["memory_bytes"] / GB, 1) == 71.9 and round(best["headroom_bytes"] / GB, 1) == 0.1
     text = " ".join(recommend(r).roomier)
-    assert "1.8 % slower" in text and "9.5 GB free per GPU instead of 0.1 GB" in text
+    assert "1.5 % slower" in text and "12.6 GB free per GPU instead of 0.1 GB" in text
     roomy = planner.plan(dataclasses.replace(q, min_headroom=9.0)).best()
-    assert roomy["headroom_bytes"] / GB == pytest.approx(9.45, abs=0.05)
+    assert roomy["headroom_bytes"] / GB == pytest.approx(12.57, abs=0.05)
     assert "Nearly as fast, much more headroom" in recommend(r).text()
     tight = planner.plan(PlannerParams(**BLOOM_PINNED))
     assert recommend(tight).roomier == ()  # one candidate: nothing to offer

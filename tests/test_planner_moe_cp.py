@@ -73,11 +73,12 @@ def test_llama3_128k_layout_is_feasible_at_its_settings(zero, framework):
     assert row["ring_s"] > 0 and row["ring_exposed_s"] == 0  # the K/V ring hides behind each 8K x 8K block
     # Table 4: 380 TFLOPs/GPU = 38 % BF16 MFU, i.e. model FLOPs counting the causal half of the s^2 attention work
     # (at 128K the attention is most of a layer's FLOPs). In that count the estimate with full recompute (the
-    # preset's memory-safe assumption) is below it; with ZeRO-1 and no recompute it is within 5 % of it (ZeRO-3
-    # re-gathers the weights for each micro-batch, which Llama 3's FSDP did not).
+    # preset's memory-safe assumption) is below it; with ZeRO-1 and no recompute it is within 10 % of it (ZeRO-3
+    # re-gathers the weights for each micro-batch, which Llama 3's FSDP did not; at 16,384 GPUs the slowest GPU's
+    # share, core.cost.scale_loss, is 4.8 % of the step).
     assert _meta_tflops(r, row) < 380
     if zero == "1":
-        assert 380 < 1.05 * _meta_tflops(*_no_recompute(zero))
+        assert 380 < 1.10 * _meta_tflops(*_no_recompute(zero))
     art = r.export("megatron" if zero == "1" else "fsdp", row)
     assert not art.refused and ("--context-parallel-size" in art.text or "context_parallel(" in art.text)
 

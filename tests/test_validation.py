@@ -10,7 +10,7 @@ import json
 import pytest
 
 from core.cli import main
-from core.cost import flops
+from core.cost import flops, step_time
 from core.cost.rates import calibration
 from core.planner import validation
 from scripts import validation_table
@@ -94,8 +94,7 @@ def test_cli_validate_json(capsys):
     assert {r["key"] for r in out["steps"]} >= set(TWELVE)
     assert set(out["summary"]) >= {"calibration", "held-out", "korthikanti2022"}
     step = out["steps"][0]
-    parts = sum(step[k] for k in ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "optimizer",
-                                  "offload"))
+    parts = sum(step[k] for k in step_time.BREAKDOWN if k in step)
     assert parts == pytest.approx(step["predicted_s"])
 
 

@@ -32,7 +32,7 @@ from core.units import GB
 
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
             "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
-            "offload": "offload"}
+            "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
               "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
               "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
@@ -67,7 +67,7 @@ def build(parser: argparse.ArgumentParser) -> None:
                         help="Pin search dimensions (evaluate your layout): " + ", ".join(FIX_KEYS)
                         + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on or "
                           "t=8,cp=16,p=16 (context parallel) or ep=64,etp=1 (experts). "
-                          "zero, schedule, recompute, sp and offload also take 'all'.")
+                          "zero, schedule, recompute, sp, offload, reshard and tp_overlap also take 'all'.")
     model = parser.add_argument_group("step-time assumptions (each with its justification in --help)")
     for spec in ASSUMPTIONS.values():
         spec_args.add(model, spec)
@@ -185,8 +185,10 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
         sched = r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else "")
         rows.append(["-" if r["rank"] != r["rank"] else f"{r['rank']:.0f}", r["t"], r["p"], r["d"],
                      *(r[k] for k in extra),
-                     r["micro_batch_size"], r["m"] or "-", sched if r["p"] > 1 else "-", r["zero_stage"],
-                     r["recompute"], "on" if r["sequence_parallel"] else "off", _num(r["memory_bytes"] / GB, 1),
+                     r["micro_batch_size"], r["m"] or "-", sched if r["p"] > 1 else "-",
+                     f"{r['zero_stage']}" + ("" if r.get("reshard", True) else " kept"), r["recompute"],
+                     ("on" + ("+overlap" if r.get("tp_comm_overlap") else "")) if r["sequence_parallel"] else "off",
+                     _num(r["memory_bytes"] / GB, 1),
                      _num(r["headroom_bytes"] / GB, 1), _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2),
                      _num(r["tokens_per_s"], 0), _num(100 * r["mfu"], 1), ",".join(r["frameworks"]) or "none",
                      "; ".join(r["reasons"])[:90]])

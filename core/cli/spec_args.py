@@ -19,8 +19,9 @@ def add(parser: argparse.ArgumentParser, spec: Spec, *flags: str) -> None:
     unit = f" [{spec.unit}]" if spec.unit else ""
     text = f"{spec.label or spec.key}{unit}. {spec.help} Allowed: {spec.describe_range()}; default {default}."
     text = text.replace("%", "%%")
-    if spec.kind == "bool":
-        parser.add_argument(*flags, dest=spec.key, action="store_const", const="true", default=None, help=text)
+    if spec.kind == "bool":  # --flag alone is true; --flag true|false as in a URL (a default-true switch can be unset)
+        parser.add_argument(*flags, dest=spec.key, nargs="?", const="true", default=None, metavar="true|false",
+                            help=text)
     else:
         parser.add_argument(*flags, dest=spec.key, default=None, metavar=spec.key.upper(), help=text)
 

@@ -11,23 +11,25 @@ from __future__ import annotations
 
 import argparse
 
+from core.cli import validate_scaling
 from core.cli.text import print_json, render
 from core.cost.rates import calibration
-from core.planner import validation
+from core.planner import validation, validation_scaling
 from core.planner.validation import signed_percent as pct
 
 
 def build(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
-                        help="Print steps, per_layer, summary and sources as JSON (seconds, fractions).")
+                        help="Print steps, per_layer, summary, sources and scaling (the scaling series) as JSON "
+                             "(seconds, fractions).")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = validation.validate()
+    result, scaling = validation.validate(), validation_scaling.validate()
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "scaling": scaling.to_json()})
     else:
-        print(_human(result))
+        print(_human(result) + "\n" + validate_scaling.section(scaling))
     return 0
 
 

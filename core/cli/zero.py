@@ -22,9 +22,9 @@ from core.views import zero as zero_report
 
 SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": ("-v", "--v"), "mb": ("-b", "--mb")}
 # The page's model and GPU pickers, "custom" by default on the command line (the typed --params, --gpu-mem); the
-# activation inputs and the custom model's shape (its tied switch stays the default: a switch cannot unset it).
+# activation inputs and the custom model's shape.
 PAGE = {k: replace(zero_page.PAGE[k], default="custom") for k in ("model", "gpu")} | {"act": zero_page.PAGE["act"]}
-MORE = {**PAGE, **zero_page.ACT, **{k: s for k, s in zero_page.CUSTOM.items() if k != "tied"}, **zero_page.MOE}
+MORE = {**PAGE, **zero_page.ACT, **zero_page.CUSTOM, **zero_page.MOE}
 
 
 def build(parser: argparse.ArgumentParser) -> None:

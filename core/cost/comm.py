@@ -3,6 +3,7 @@
 Ring algorithms on n ranks: an all-reduce sends 2(n-1)/n of the buffer per rank (a reduce-scatter then an
 all-gather, each (n-1)/n). `RING_COEFFICIENT` x (n-1)/n is the one place that factor lives; the ZeRO
 volumes in multiples of Psi (2, 2, 2, 3) are those coefficients summed over each stage's collectives.
+What a collective costs in seconds is core.cost.collective's alone (zero_comm_seconds asks it).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from core import validate
+from core.cost import collective
 from core.memory.states import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, check_nd, check_psi, check_stage
 from core.params.memory import MAX_BANDWIDTH_GBS, MAX_GPUS, MAX_TP
 from core.units import GB
 
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather")
-RING_COEFFICIENT = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1}  # buffers sent per rank as n -> inf
-RING_STEPS = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1}  # x (n - 1) latency-bound steps
+RING_COEFFICIENT = collective.RING_COEFFICIENT  # buffers sent per rank as n -> inf
 
 # What each ZeRO stage communicates per step, as (collective, what) over Psi elements (ZeRO paper, sec. 7).
 ZERO_COLLECTIVES = {
@@ -40,15 +41,6 @@ def collective_bytes(collective: str, nbytes, n) -> np.ndarray:
     """Bytes each rank sends in a ring collective over a buffer of `nbytes` on n ranks."""
     nbytes = validate.number("nbytes", nbytes, 0, 1e18)
     return ring_factor(collective, n) * nbytes
-
-
-def collective_time(collective: str, nbytes, n, bandwidth, latency=0.0) -> np.ndarray:
-    """Seconds for a ring collective: steps x latency + bytes sent per rank / bandwidth (bytes/s)."""
-    bandwidth = validate.number("bandwidth", bandwidth, 1.0, MAX_BANDWIDTH_GBS * GB)
-    latency = validate.number("latency", latency, 0.0, 1.0)
-    n = validate.number("n", n, 1, MAX_GPUS, integer=True)
-    steps = RING_STEPS[validate.choice("collective", collective, COLLECTIVES)] * (n - 1)
-    return steps * latency + collective_bytes(collective, nbytes, n) / bandwidth
 
 
 def zero_volume_multiple(stage) -> np.ndarray:
@@ -74,9 +66,23 @@ def zero_comm_bytes(psi, nd, stage, bytes_per_value=2.0) -> np.ndarray:
     return zero_volume_multiple(stage) * (nd - 1) / nd * psi * bytes_per_value
 
 
-def zero_comm_table(psi, nd, bandwidth_gbs=100.0, bytes_per_value=2.0) -> pd.DataFrame:
-    """One row per stage: collectives, volume in Psi, bytes per rank and time at the given bandwidth."""
+def zero_comm_seconds(psi, nd, stage: int, bandwidth_gbs=100.0, bytes_per_value=2.0, per_node: int = 1) -> float:
+    """Seconds per step of a stage's collectives over the whole shard, each costed as NCCL runs it
+    (core.cost.collective: its algorithm's latency, then the bytes at `bandwidth_gbs` per rank), with `per_node`
+    of the N_d ranks in each server and the same bandwidth on every link."""
+    psi, nd = float(check_psi(psi)), int(check_nd(nd))
     bandwidth = float(validate.number("bandwidth", bandwidth_gbs, 0.001, MAX_BANDWIDTH_GBS)) * GB
+    bytes_per_value = float(validate.number("bytes_per_value", bytes_per_value, 0.5, 8))
+    per_node = int(validate.number("per_node", per_node, 1, MAX_GPUS, integer=True))
+    fabric = collective.Fabric(bandwidth, bandwidth, max(per_node, 1))
+    stage = int(check_stage(stage))
+    return float(sum(collective.seconds(c, psi * bytes_per_value, nd, min(per_node, nd), fabric)
+                     for c, _ in ZERO_COLLECTIVES[stage]))
+
+
+def zero_comm_table(psi, nd, bandwidth_gbs=100.0, bytes_per_value=2.0, per_node: int = 1) -> pd.DataFrame:
+    """One row per stage: collectives, volume in Psi, bytes per rank and time at the given bandwidth (each
+    collective's NCCL latency included: zero_comm_seconds)."""
     rows = []
     for s in range(4):
         sent = float(zero_comm_bytes(psi, nd, s, bytes_per_value))
@@ -88,7 +94,7 @@ def zero_comm_table(psi, nd, bandwidth_gbs=100.0, bytes_per_value=2.0) -> pd.Dat
             "collectives": " + ".join(f"{c} ({what})" for c, what in ZERO_COLLECTIVES[s]),
             "volume [x Psi]": float(zero_volume_multiple(s)),
             "sent per rank [bytes]": sent,
-            "time [s]": sent / bandwidth,
+            "time [s]": zero_comm_seconds(psi, nd, s, bandwidth_gbs, bytes_per_value, per_node),
         })
     return pd.DataFrame(rows)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from core import validate
+from core.cost import collective
 from core.params.memory import MAX_ND, MAX_TP
 
 
@@ -74,10 +75,10 @@ def network_share(ep, etp, gpus_per_node, top_k=None, node_limit=None) -> np.nda
     return share
 
 
-def layer_time(nbytes, ep, etp, gpus_per_node, intra_bw, inter_bw, top_k=None, node_limit=None) -> np.ndarray:
-    """Seconds for `nbytes` of all-to-all: NVLink and network concurrently, the slower sets the pace.
-    Bandwidths in bytes/s per GPU and direction (already scaled by any achievable fraction)."""
-    net = network_share(ep, etp, gpus_per_node, top_k, node_limit)
-    nbytes = np.asarray(nbytes, dtype=float)
-    return np.maximum(nbytes * (1 - net) / np.asarray(intra_bw, dtype=float),
-                      nbytes * net / np.asarray(inter_bw, dtype=float))
+def layer_time(nbytes, ep, etp, fabric: collective.Fabric, messages=1.0, top_k=None, node_limit=None) -> np.ndarray:
+    """Seconds for `nbytes` of all-to-all in `messages` exchanges (core.cost.collective: NVLink and network
+    concurrently, the slower sets the pace, plus one message latency per exchange)."""
+    net = network_share(ep, etp, fabric.gpus_per_node, top_k, node_limit)
+    local = local_members(ep, etp, fabric.gpus_per_node)
+    c = collective.cost("all-to-all", nbytes, ep, local, fabric, network_share=net)
+    return c.bandwidth + np.asarray(messages, dtype=float) * c.latency

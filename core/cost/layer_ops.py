@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.cost import comm
+from core.cost import collective
 from core.cost.gemm import flash_time, gemm_time, stream_time
 from core.cost.rates import Rates
+from core.cost.step_input import Layouts
 from core.model.config import ModelConfig
 from core.model.counts import attention_params
 
-PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden": {"tp": backward TP time GEMMs can hide}
+PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm)
 COMPONENTS = ("gemm", "attention", "memory", "tp")
 CROSS_ENTROPY_BYTES = (32.0, 8.0)  # per logit, forward (fp32 softmax passes) and backward (gradient to 16-bit)
 ACT = 2.0  # bytes per 16-bit value
@@ -44,11 +45,11 @@ def _zeros(shape) -> dict[str, dict[str, np.ndarray]]:
     return {ph: {c: np.zeros(shape) for c in COMPONENTS} for ph in PHASES}
 
 
-def collective(kind: str, nbytes, n, bandwidth, latency_s) -> np.ndarray:
-    """Seconds of one ring collective over n ranks: bytes each rank sends / bandwidth, plus one latency."""
-    n = np.asarray(n, dtype=float)
-    sent = comm.RING_COEFFICIENT[kind] * (n - 1) / n * np.asarray(nbytes, dtype=float)
-    return np.where(n > 1, sent / np.asarray(bandwidth, dtype=float) + latency_s, 0.0)
+def tp_collective(kind: str, nbytes, t, fabric: collective.Fabric) -> np.ndarray:
+    """Seconds of one tensor-parallel collective over the t ranks of a TP group (consecutive ranks: a whole server
+    holds min(t, GPUs per server) of them), as core.cost.collective costs every collective."""
+    t = np.asarray(t, dtype=float)
+    return collective.seconds(kind, nbytes, t, np.minimum(t, fabric.gpus_per_node), fabric)
 
 
 def _attention_shape(model: ModelConfig) -> tuple[float, float, float, float]:
@@ -95,10 +96,11 @@ def weight_gradient(r: Rates, k, n, tokens, fused: bool) -> tuple[np.ndarray, np
 
 def _linear_phases(out: dict, r: Rates, tokens, linears, fused: bool, batch=1.0) -> list[tuple]:
     """Add forward, input-gradient and weight-gradient GEMMs of `linears` (each (n, k)) to `out`; return each
-    layer's (input-gradient, weight-gradient) seconds for the TP overlap."""
+    layer's (input-gradient, weight-gradient, forward) seconds for the TP overlap."""
     done = []
     for n, k in linears:
-        out["F"]["gemm"] += gemm_time(r, tokens, n, k, batch, peak=r.linear_peak)
+        fwd = gemm_time(r, tokens, n, k, batch, peak=r.linear_peak)
+        out["F"]["gemm"] += fwd
         dgrad = gemm_time(r, tokens, k, n, batch, peak=r.linear_peak)
         if fused:
             wgrad = gemm_time(r, k, n, tokens, batch, c_bytes=4.0, accumulate=True, peak=r.linear_peak)
@@ -109,14 +111,14 @@ def _linear_phases(out: dict, r: Rates, tokens, linears, fused: bool, batch=1.0)
         out["B"]["gemm"] += dgrad
         out["W"]["gemm"] += wgrad
         out["W"]["memory"] += add
-        done.append((dgrad, wgrad))
+        done.append((dgrad, wgrad, fwd))
     return done
 
 
 def _mlp(model: ModelConfig, r: Rates, shape, tokens, t, fused: bool, moe: bool, ep, etp, capacity) -> dict:
     """One layer's MLP on one TP rank: the dense MLP, or a MoE layer's routed experts (grouped GEMMs over the
     E / ep local experts, each fed tokens x top_k x ep / E of this rank's tokens), shared experts and router.
-    Returns its phase times and the MLP-in GEMMs' (input-gradient, weight-gradient) seconds."""
+    Returns its phase times and the MLP-in and MLP-out GEMMs' (input-gradient, weight-gradient, forward) seconds."""
     out = _zeros(shape)
     if not moe:
         grads = _linear_phases(out, r, tokens, _mlp_linears(model, model.ffn, t), fused)
@@ -141,23 +143,24 @@ def _mlp(model: ModelConfig, r: Rates, shape, tokens, t, fused: bool, moe: bool,
     e_f = tokens * width
     out["F"]["memory"] += stream_time(r, (6.0 if model.swiglu else 4.0) * e_f)
     out["B"]["memory"] += stream_time(r, (10.0 if model.swiglu else 6.0) * e_f)
-    return {"times": out, "grads": grads[0]}
+    return {"times": out, "grads": grads[0], "out_grads": grads[1]}
 
 
-def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latency_s, fused: bool = True, cp=1, ep=1,
-                etp=None, capacity: float = 1.0) -> dict:
+def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.Fabric, fused: bool = True,
+                capacity: float = 1.0) -> dict:
     """{phase: {component: seconds}} of an average transformer layer for one micro-batch of b sequences on one
     TP rank (a mixture-of-experts model averages its dense and MoE layers by their counts).
 
-    recompute is an array of "none" / "selective" / "full"; sp of booleans; tp_bw the TP link's achieved bytes/s;
-    fused: gradient-accumulation fusion (see weight_gradient); cp: context parallelism (each rank holds s / cp of
-    every sequence, its queries attend to all s keys); ep / etp: expert parallelism and expert TP (default t);
-    capacity: MoE capacity factor.
+    From `lay` (core.cost.step_input.Layouts): b, t, sp, recompute, cp (each rank holds s / cp of every sequence,
+    its queries attend to all s keys), ep / etp (expert parallelism and expert TP). fabric: the links the TP
+    collectives cross (core.cost.collective); fused: gradient-accumulation fusion (see weight_gradient); capacity:
+    MoE capacity factor. Besides the phases, "hidden" holds the backward TP time Megatron-LM's default overlap hides
+    behind the layer's GEMMs and "overlap" what TP communication overlap (--tp-comm-overlap) can hide, per phase.
     """
-    b, t = np.asarray(b, dtype=float), np.asarray(t, dtype=float)
-    sp, recompute = np.asarray(sp, dtype=bool), np.asarray(recompute)
-    cp = np.asarray(cp, dtype=float)
-    etp = t if etp is None else np.asarray(etp, dtype=float)
+    b, t = np.asarray(lay.b, dtype=float), np.asarray(lay.t, dtype=float)
+    sp, recompute = np.asarray(lay.sp, dtype=bool), np.asarray(lay.recompute)
+    cp, ep = np.asarray(lay.cp, dtype=float), np.asarray(lay.ep, dtype=float)
+    etp = np.asarray(lay.etp, dtype=float)
     shape = np.broadcast(b, t, sp, cp).shape
     out = _zeros(shape)
     s, h = model.seq, model.hidden
@@ -195,22 +198,9 @@ def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latenc
     out["F"]["memory"] += stream_time(r, (8.0 + 2.0 * (6.0 + drop)) * e_h + rope)
     out["B"]["memory"] += stream_time(r, (24.0 + 10.0 * drop) * e_h + rope)
 
-    act = ACT * T * h  # one s x b x h activation, the unit of every TP collective
-    ar = collective("all-reduce", act, t, tp_bw, latency_s)
-    half = collective("all-gather", act, t, tp_bw, latency_s)  # a reduce-scatter moves the same
-    out["F"]["tp"] += np.where(sp, 4.0 * half, 2.0 * ar)
-    # Backward: the column-parallel layers (QKV, MLP in) all-reduce their input gradient (SP: re-gather the sharded
-    # input, then reduce-scatter the gradient); the row-parallel ones (SP only) all-gather their output gradient.
-    # Megatron-LM runs the all-reduce / reduce-scatter behind the layer's own weight-gradient GEMM and the re-gather
-    # behind its input-gradient GEMM; only the excess is exposed. A split backward (zero-bubble schedules) runs the
-    # weight gradient later, so nothing hides there.
-    out["B"]["tp"] += np.where(sp, 6.0 * half, 2.0 * ar)
-    exposed = np.where(sp, 2.0 * half, 0.0)
     column_parallel = [(1.0, attn[0])] + [(share, mlp["grads"]) for share, mlp in mlps]
-    for share, (dgrad, wgrad) in column_parallel:
-        exposed = exposed + share * np.where(sp, np.maximum(half - dgrad, 0.0) + np.maximum(half - wgrad, 0.0),
-                                             np.maximum(ar - wgrad, 0.0))
-    out["hidden"] = {"tp": out["B"]["tp"] - exposed}  # what overlap hides when the backward is not split
+    row_parallel = [(1.0, attn[1])] + [(share, mlp["out_grads"]) for share, mlp in mlps]
+    _tensor_parallel(out, ACT * T * h, t, sp, fabric, column_parallel, row_parallel)
 
     full, selective = recompute == "full", recompute == "selective"
     for c in COMPONENTS:
@@ -219,7 +209,38 @@ def layer_times(model: ModelConfig, r: Rates, b, t, sp, recompute, tp_bw, latenc
     return out
 
 
-def embedding_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s) -> dict:
+def _tensor_parallel(out: dict, act, t, sp, fabric: collective.Fabric, column_parallel: list,
+                     row_parallel: list) -> None:
+    """Add one layer's TP collectives to `out` (act: bytes of one s x b x h activation, the unit of every TP
+    collective), and what GEMMs can hide of them: "hidden" (Megatron-LM's default backward overlap) and "overlap"
+    (TP communication overlap). column_parallel / row_parallel: (share of layers, (input-gradient, weight-gradient,
+    forward) GEMM seconds) of the QKV and MLP-in, and of the attention output and MLP-out linears."""
+    ar = tp_collective("all-reduce", act, t, fabric)
+    half = tp_collective("all-gather", act, t, fabric)  # a reduce-scatter moves the same
+    out["F"]["tp"] += np.where(sp, 4.0 * half, 2.0 * ar)
+    # Backward: the column-parallel layers (QKV, MLP in) all-reduce their input gradient (SP: re-gather the sharded
+    # input, then reduce-scatter the gradient); the row-parallel ones (SP only) all-gather their output gradient.
+    # Megatron-LM runs the all-reduce / reduce-scatter behind the layer's own weight-gradient GEMM and the re-gather
+    # behind its input-gradient GEMM; only the excess is exposed. A split backward (zero-bubble schedules) runs the
+    # weight gradient later, so nothing hides there.
+    out["B"]["tp"] += np.where(sp, 6.0 * half, 2.0 * ar)
+    exposed = np.where(sp, 2.0 * half, 0.0)
+    for share, (dgrad, wgrad, _) in column_parallel:
+        exposed = exposed + share * np.where(sp, np.maximum(half - dgrad, 0.0) + np.maximum(half - wgrad, 0.0),
+                                             np.maximum(ar - wgrad, 0.0))
+    out["hidden"] = {"tp": out["B"]["tp"] - exposed}  # what overlap hides when the backward is not split
+    # TP communication overlap (Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers; sequence parallel
+    # only): each all-gather / reduce-scatter is split into chunks that run inside its neighbouring GEMM, forward and
+    # backward; what a collective takes beyond its GEMM stays exposed. "B_split": without the weight-gradient GEMMs.
+    pairs = list(zip(column_parallel, row_parallel, strict=True))
+    fwd = sum(share * (np.minimum(half, g[2]) + np.minimum(half, o[2])) for (share, g), (_, o) in pairs)
+    bwd_d = sum(share * (np.minimum(half, g[0]) + np.minimum(half, o[0])) for (share, g), (_, o) in pairs)
+    bwd_w = sum(share * np.minimum(half, g[1]) for share, g in column_parallel)
+    out["overlap"] = {"F": np.where(sp, fwd, 0.0), "B": np.where(sp, bwd_d + bwd_w, 0.0),
+                      "B_split": np.where(sp, bwd_d, 0.0)}
+
+
+def embedding_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.Fabric) -> dict:
     """First stage: the vocabulary-parallel embedding lookup (+ learned positions, dropout) and its gradient."""
     b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
     out = _zeros(np.broadcast(b, t, sp).shape)
@@ -229,13 +250,13 @@ def embedding_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s) ->
     out["F"]["memory"] += stream_time(r, 4.0 * T * h + extra * e_h)
     out["B"]["memory"] += stream_time(r, 10.0 * T * h + extra * e_h)  # scatter-add into the fp32 table gradient
     act = ACT * T * h
-    out["F"]["tp"] += np.where(sp, collective("reduce-scatter", act, t, tp_bw, latency_s),
-                               collective("all-reduce", act, t, tp_bw, latency_s))
-    out["B"]["tp"] += np.where(sp, collective("all-gather", act, t, tp_bw, latency_s), 0.0)
+    out["F"]["tp"] += np.where(sp, tp_collective("reduce-scatter", act, t, fabric),
+                               tp_collective("all-reduce", act, t, fabric))
+    out["B"]["tp"] += np.where(sp, tp_collective("all-gather", act, t, fabric), 0.0)
     return out
 
 
-def output_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s, fused: bool = True) -> dict:
+def output_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.Fabric, fused: bool = True) -> dict:
     """Last stage: final norm, the logits GEMM (vocabulary-parallel) and the fp32 cross-entropy, with gradients."""
     b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
     out = _zeros(np.broadcast(b, t, sp).shape)
@@ -250,9 +271,9 @@ def output_times(model: ModelConfig, r: Rates, b, t, sp, tp_bw, latency_s, fused
     out["F"]["memory"] += stream_time(r, 4.0 * e_h + fwd_ce * T * vocab)
     out["B"]["memory"] += stream_time(r, 6.0 * e_h + bwd_ce * T * vocab)
     act = ACT * T * h
-    out["F"]["tp"] += np.where(sp, collective("all-gather", act, t, tp_bw, latency_s), 0.0)
-    out["B"]["tp"] += np.where(sp, collective("reduce-scatter", act, t, tp_bw, latency_s),
-                               collective("all-reduce", act, t, tp_bw, latency_s))
+    out["F"]["tp"] += np.where(sp, tp_collective("all-gather", act, t, fabric), 0.0)
+    out["B"]["tp"] += np.where(sp, tp_collective("reduce-scatter", act, t, fabric),
+                               tp_collective("all-reduce", act, t, fabric))
     return out
 
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.cost import collective
+from core.cost.step_input import Layouts
 from core.memory.context_parallel import kv_chunk_bytes
+from core.model.counts import attention_core_width
 
 # (chunks sent per step, compute multiple of the forward block) for each pass over the ring
 FORWARD, BACKWARD = (1.0, 1.0), (2.0, 2.0)
@@ -45,15 +48,17 @@ def crosses_node(t, cp, gpus_per_node) -> np.ndarray:
     return np.asarray(t) * np.asarray(cp) > np.asarray(gpus_per_node)
 
 
-def layer_time(seq, mb, hidden, heads, kv_heads, width, t, cp, recompute, bandwidth, flops_rate) \
-        -> tuple[np.ndarray, np.ndarray]:
-    """(total, exposed) seconds of one layer's ring traffic for one micro-batch. bandwidth: bytes/s of the link
-    the ring uses; flops_rate: the attention's achieved FLOP/s."""
-    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp)
-    steps = np.asarray(cp, dtype=float) - 1.0
-    send = chunk / np.asarray(bandwidth, dtype=float)
-    work = step_flops(seq, mb, width, t, cp) / np.asarray(flops_rate, dtype=float)
-    fwd = ring_passes(recompute)
+def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate) -> tuple[np.ndarray, np.ndarray]:
+    """(total, exposed) seconds of one layer's ring traffic for one micro-batch of each layout (b, t, cp, recompute
+    of `lay`): every step one point-to-point send per chunk (core.cost.collective, its latency included) over NVLink
+    while t x cp fits in a server, else the network. flops_rate: the attention's achieved FLOP/s."""
+    seq, t, cp = model.seq, lay.t, np.asarray(lay.cp, dtype=float)
+    chunk = kv_chunk_bytes(seq, lay.b, model.hidden, model.heads, model.kv_heads, t, cp)
+    steps = cp - 1.0
+    inside = ~crosses_node(t, cp, fabric.gpus_per_node)
+    send = collective.cost("send", chunk, 2, np.where(inside, 2, 1), fabric).seconds
+    work = step_flops(seq, lay.b, attention_core_width(model), t, cp) / np.asarray(flops_rate, dtype=float)
+    fwd = ring_passes(lay.recompute)
     total = steps * (fwd * FORWARD[0] * send + BACKWARD[0] * send)
     exposed = steps * (fwd * np.maximum(0.0, FORWARD[0] * send - FORWARD[1] * work)
                        + np.maximum(0.0, BACKWARD[0] * send - BACKWARD[1] * work))

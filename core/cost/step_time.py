@@ -14,7 +14,9 @@ Two calls, with the pipeline simulator between them (core.planner.plan runs it):
 
        gemm + attention + memory_bound + tp + pp    the busiest device's operations (exposed TP communication)
        + bubble                                     its idle time inside the simulated makespan
-       + dp + optimizer + offload                   after the pipeline drains
+       + straggler                                  the slowest of G GPUs sets the pace (core.cost.scale_loss)
+       + dp_latency + dp_bandwidth                  data-parallel / ZeRO collectives nothing hides (core.cost.dp_comm)
+       + a2a + ring + optimizer + offload           the rest, after the pipeline drains
 
 Every named number is a field of `Assumptions` (core.params.planner.ASSUMPTIONS) or of core.cost.rates.Rates
 (assets/efficiency.json).
@@ -22,18 +24,19 @@ Every named number is a field of `Assumptions` (core.params.planner.ASSUMPTIONS)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from core.cost import comm, flops
+from core.cost import collective, comm, dp_comm, flops, scale_loss
 from core.cost.gemm import stream_time
 from core.cost.layer_ops import COMPONENTS, PHASES, embedding_times, layer_times, output_times
-from core.cost.rates import Rates
+from core.cost.step_input import Assumptions, Layouts, Setting, StepInput
 from core.model.config import GpuSpec, ModelConfig
 from core.params.memory import RECOMPUTE_MODES
-from core.params.planner import ASSUMPTIONS, WHY
 from core.units import GB
+
+__all__ = ["Assumptions", "Layouts", "Setting", "StageCosts", "StepInput", "estimate", "stage_costs"]
 
 # What each ZeRO stage's collectives (core.cost.comm.ZERO_COLLECTIVES, same order) wait for and what hides them:
 # "step" = once per optimizer step, "micro" = for every micro-batch; "fwd" / "bwd" = the compute that overlaps
@@ -57,76 +60,31 @@ def zero_volume_per_step(stage: int, m: int) -> float:
                      for (c, _), (when, _) in zip(comm.ZERO_COLLECTIVES[stage], TIMING[stage], strict=True)))
 
 
-BREAKDOWN = ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "dp", "a2a", "ring", "optimizer", "offload")
+BREAKDOWN = ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "straggler", "dp_latency", "dp_bandwidth",
+             "a2a", "ring", "optimizer", "offload")
 # Each component's column in the planner's frame (TP, PP, DP, the MoE all-to-all and ring attention's K/V
-# exchange are the exposed part of that communication).
+# exchange are the exposed part of that communication; DP split into its collectives' latency and bandwidth terms).
 COLUMN = {"gemm": "gemm_s", "attention": "attention_s", "memory_bound": "memory_bound_s", "tp": "tp_exposed_s",
-          "pp": "pp_exposed_s", "bubble": "bubble_s", "dp": "dp_exposed_s", "a2a": "a2a_exposed_s",
-          "ring": "ring_exposed_s", "optimizer": "optimizer_s", "offload": "offload_s"}
+          "pp": "pp_exposed_s", "bubble": "bubble_s", "straggler": "straggler_s", "dp_latency": "dp_latency_s",
+          "dp_bandwidth": "dp_bandwidth_s", "a2a": "a2a_exposed_s", "ring": "ring_exposed_s",
+          "optimizer": "optimizer_s", "offload": "offload_s"}
 LABELS = {"gemm": "GEMMs", "attention": "attention core", "memory_bound": "memory-bound ops",
           "tp": "tensor-parallel comm", "pp": "pipeline sends", "bubble": "pipeline bubble",
-          "dp": "data-parallel / ZeRO comm", "a2a": "MoE all-to-all", "ring": "ring-attention K/V exchange",
-          "optimizer": "optimizer step", "offload": "offload"}
+          "straggler": "slowest GPU (speed spread)",
+          "dp_latency": "data-parallel / ZeRO comm, latency", "dp_bandwidth": "data-parallel / ZeRO comm, bandwidth",
+          "a2a": "MoE all-to-all", "ring": "ring-attention K/V exchange", "optimizer": "optimizer step",
+          "offload": "offload"}
 
 NOT_MODELLED = (
     "Kernel launch gaps, data loading, logging and Python overhead between kernels are not modelled.",
     "Layers are spread as evenly as possible; the fullest stage sets the pace (ceil(L / (p v)) layers per chunk).",
-    "Collectives are rings at the link's per-GPU bandwidth times the achievable fraction (a ring spanning servers "
-    "uses as many network links per server as it has ranks there); tree algorithms and congestion are not "
-    "modelled.",
+    "Collectives run as NCCL's tuner would pick them (ring, tree or PAT, Simple protocol; core.cost.collective) at "
+    "the slowest link's per-GPU bandwidth times the achievable fraction (a group spanning servers uses as many "
+    "network links per server as it has ranks there); NVLink SHARP (NVLS), CollNet and congestion from other jobs "
+    "are not modelled.",
     "The efficiency fractions were fitted on A100 runs of Megatron-LM; other GPUs use the same fractions of their "
     "own peak and bandwidth unless their preset says otherwise.",
 )
-
-
-@dataclass(frozen=True)
-class Assumptions:
-    """The step-time model's named numbers (see core.params.planner.ASSUMPTIONS for what each means)."""
-
-    eff: float = ASSUMPTIONS["eff"].default
-    mem_eff: float = ASSUMPTIONS["mem_eff"].default
-    comm_eff: float = ASSUMPTIONS["comm_eff"].default
-    tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
-    tp_bwd_overlap: bool = ASSUMPTIONS["tp_bwd_overlap"].default
-    grad_accum_fusion: bool = ASSUMPTIONS["grad_accum_fusion"].default
-    dp_overlap: float = ASSUMPTIONS["dp_overlap"].default
-    p2p_latency_us: float = ASSUMPTIONS["p2p_latency_us"].default
-    reserve_frac: float = ASSUMPTIONS["reserve_frac"].default
-    pcie_bw: float = ASSUMPTIONS["pcie_bw"].default
-    cpu_adam: float = ASSUMPTIONS["cpu_adam"].default
-    ep_overlap: float = ASSUMPTIONS["ep_overlap"].default
-    moe_capacity: float = ASSUMPTIONS["moe_capacity"].default
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            ASSUMPTIONS[f.name].check(getattr(self, f.name))
-
-    @property
-    def latency_s(self) -> float:
-        return self.p2p_latency_us * 1e-6
-
-    def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
-        """Every assumption with its value, unit and justification; with `gpu`, the resolved efficiency
-        parameters (calibrated or overridden) replace the 0 = calibrated inputs."""
-        out = []
-        for f in fields(self):
-            if gpu is not None and f.name in ("eff", "mem_eff"):
-                continue
-            out.append({"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
-                        "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)})
-        if gpu is not None:
-            out = self.rates(gpu).rows() + out
-        return out
-
-    def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
-        return Rates.of(gpu, self.eff, self.mem_eff, fp8)
-
-
-def link(inside, gpu: GpuSpec, a: Assumptions, ranks_per_node=1) -> np.ndarray:
-    """Achieved bytes/s per GPU: the server link where `inside`, else the network, one NIC per rank of the ring in
-    each server (NCCL runs as many rings as a server has ranks in the group), at most the server link."""
-    network = np.minimum(gpu.inter_bytes_per_s * np.maximum(ranks_per_node, 1), gpu.intra_bytes_per_s)
-    return np.where(inside, gpu.intra_bytes_per_s, network) * a.comm_eff
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,118 +162,149 @@ def _distinct_layers(b, t, sp, recompute, cp, ep, etp) -> tuple[np.ndarray, np.n
     return first, inverse.ravel()
 
 
-def stage_costs(model: ModelConfig, gpu: GpuSpec, a: Assumptions, *, t, p, d, b, chunks, recompute, sp,
-                split=False, cp=1, ep=1, etp=None, fp8: bool = False) -> StageCosts:
+def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> tuple[dict, dict, dict]:
+    """layer_times, embedding_times and output_times (by component) for every candidate, computed once per distinct
+    layer setting (a few hundred among 100,000 candidates) and taken back to each candidate's own row."""
+    rows = _distinct_layers(lay.b, lay.t, lay.sp, lay.recompute, lay.cp, lay.ep, lay.etp)
+    first, inverse = rows if rows is not None else (slice(None), slice(None))
+    one = lay.take(first) if rows is not None else lay
+    layer = layer_times(s.model, r, one, fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
+    b = one.b / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
+    head = _by_component(embedding_times(s.model, r, b, one.t, one.sp, fabric))
+    tail = _by_component(output_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))
+    if rows is None:
+        return layer, head, tail
+
+    def back(d: dict) -> dict:
+        return {c: v[inverse] if np.ndim(v) else v for c, v in d.items()}
+    return {ph: back(part) for ph, part in layer.items()}, back(head), back(tail)
+
+
+def _hide_tp(layer: dict, lay: Layouts, a: Assumptions) -> None:
+    """Take off each phase's TP time what the GEMMs hide: Megatron-LM's default backward overlap (not with a split
+    backward) and, where the candidate runs it, TP communication overlap (forward, backward and recompute)."""
+    hidden = np.where(lay.split, 0.0, layer["hidden"]["tp"]) if a.tp_bwd_overlap else 0.0
+    over = lay.tp_comm_overlap & lay.sp
+    inside = a.tp_overlap_eff * np.where(lay.split, layer["overlap"]["B_split"], layer["overlap"]["B"])
+    layer["B"]["tp"] = layer["B"]["tp"] - np.where(over, np.maximum(hidden, inside), hidden)
+    forward = np.where(over, a.tp_overlap_eff * layer["overlap"]["F"], 0.0)
+    layer["F"]["tp"] = layer["F"]["tp"] - forward
+    layer["R"]["tp"] = layer["R"]["tp"] - np.where(lay.recompute == "full", forward, 0.0)
+
+
+def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     """Per-micro-batch costs of the fullest device for arrays of candidates (one entry each).
 
-    split: the schedule splits the backward (zero-bubble), so the weight-gradient GEMMs cannot hide the input
+    lay.split: the schedule splits the backward (zero-bubble), so the weight-gradient GEMMs cannot hide the input
     gradient's TP collectives as Megatron-LM's backward does. cp splits each sequence over cp ranks; ep / etp
-    spread the routed experts (core.cost.layer_ops.layer_times); fp8 runs the linear layers at the FP8 peak.
+    spread the routed experts (core.cost.layer_ops.layer_times); FP8 runs the linear layers at the FP8 peak.
     """
-    t, p, d, b, chunks = (np.asarray(x) for x in (t, p, d, b, chunks))
-    sp, recompute, split = np.asarray(sp, dtype=bool), np.asarray(recompute), np.asarray(split, dtype=bool)
-    cp = np.asarray(cp, dtype=float)
-    r = a.rates(gpu, fp8)
-    tp_bw = link(t <= gpu.gpus_per_node, gpu, a)
-    lat = a.latency_s
-    etp = t if etp is None else etp
-    rows = _distinct_layers(b, t, sp, recompute, cp, ep, etp)
-    if rows is None:
-        layer = layer_times(model, r, b, t, sp, recompute, tp_bw, lat, a.grad_accum_fusion, cp=cp, ep=ep, etp=etp,
-                            capacity=a.moe_capacity)
-    else:  # once per distinct layer setting (a few hundred among 100,000 candidates), then each candidate's own
-        first, inverse = rows
-        b_, t_, sp_, rec_, bw_, cp_, ep_, etp_ = (np.asarray(x)[first] for x in (b, t, sp, recompute, tp_bw, cp, ep,
-                                                                                 etp))
-        layer = layer_times(model, r, b_, t_, sp_, rec_, bw_, lat, a.grad_accum_fusion, cp=cp_, ep=ep_, etp=etp_,
-                            capacity=a.moe_capacity)
-        layer = {ph: {c: v[inverse] if np.ndim(v) else v for c, v in part.items()} for ph, part in layer.items()}
-    if a.tp_bwd_overlap:
-        layer["B"]["tp"] = layer["B"]["tp"] - np.where(split, 0.0, layer["hidden"]["tp"])
+    model, a = s.model, s.a
+    r = a.rates(s.gpu, s.fp8)
+    fabric = collective.Fabric.of(s.gpu, a)
+    layer, head, tail = _layer(s, r, lay, fabric)
+    _hide_tp(layer, lay, a)
     exposed = 1.0 - a.tp_overlap
     per_layer = {ph: sum(layer[ph][c] * (exposed if c == "tp" else 1.0) for c in COMPONENTS) for ph in PHASES}
-    layers_dev = np.ceil(model.layers / (p * chunks)) * chunks
+    layers_dev = lay.device_layers(model)
 
     # Pipeline sends: one activation per chunk forward, one gradient per chunk backward, each 1/t of the s x b x h
     # tensor when t > 1 (Megatron's scatter/gather, or sequence parallelism), over the link between stages: the
-    # network unless the whole t x d x p layout sits in one server (ranks run t fastest, then d, then p).
-    pp_bw = link(t * d * p <= gpu.gpus_per_node, gpu, a)
+    # network unless the whole t x d x cp x p layout sits in one server (ranks run t fastest, then cp, d, p).
+    t, b, cp = lay.t, lay.b, np.asarray(lay.cp, dtype=float)
+    inside = t * lay.dp_group * lay.p <= s.gpu.gpus_per_node
     sent = comm.p2p_bytes(model.seq, b, model.hidden, t, t > 1) / cp
-    send = np.where(p > 1, chunks * (sent / pp_bw + lat), 0.0)
+    one = collective.cost("send", sent, 2, np.where(inside, 2, 1), fabric).seconds
+    send = np.where(lay.p > 1, lay.chunks * one, 0.0)
 
     tf = layers_dev * per_layer["F"] + send
     tb = layers_dev * (per_layer["B"] + per_layer["R"]) + send
     tw = layers_dev * per_layer["W"]
     body = {k: layers_dev * v for k, v in _by_component(layer).items()}
     body["pp"] = 2.0 * send
-    head = _by_component(embedding_times(model, r, b / cp, t, sp, tp_bw, lat))
-    tail = _by_component(output_times(model, r, b / cp, t, sp, tp_bw, lat, a.grad_accum_fusion))
     compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
     return StageCosts(tf, tb, tw, body, head, tail, exposed, compute)
 
 
-def estimate(model: ModelConfig, gpu: GpuSpec, a: Assumptions, costs: StageCosts, *, gpus: int, batch: int, t, p, d,
-             m, chunks, zero, recompute, offload, psi_rank, makespan_factor, last_on_first, precision: str = "bf16",
-             param_bytes: float = 2.0, grad_bytes: float = 2.0, optimizer_bytes: float = 12.0,
-             expert: dict | None = None, extra: dict | None = None) -> dict[str, np.ndarray]:
-    """Seconds per step by component (BREAKDOWN, summing to step_time_s), tokens/s, MFU and HFU.
-
-    makespan_factor: the simulator's makespan / busiest device's busy time; last_on_first: the schedule puts the
-    last stage on the first device (V shapes). psi_rank: parameters on one GPU before ZeRO sharding; d: the dense
-    weights' data-parallel group (d x cp under context parallelism). expert = {"rank", "group", "param_bytes",
-    "inside"}: routed-expert parameters per GPU, their ZeRO group, weight bytes, whether that group stays in a
-    server (core.planner.cp_ep). extra = {"a2a" | "ring": (total s, exposed s)}: the MoE all-to-all and ring
-    attention's K/V exchange per step, their exposed part added after the pipeline.
-    """
-    t, p, d, m, chunks, zero = (np.asarray(x) for x in (t, p, d, m, chunks, zero))
-    offload, last_on_first = np.asarray(offload), np.asarray(last_on_first, dtype=bool)
-    first_dev = costs.per_micro + costs.head_total + np.where(last_on_first | (p == 1), costs.tail_total, 0.0)
-    last_dev = np.where(last_on_first | (p == 1), 0.0, costs.per_micro + costs.tail_total)
+def estimate(x: StepInput) -> dict[str, np.ndarray]:
+    """Seconds per step by component (BREAKDOWN, summing to step_time_s), tokens/s, MFU and HFU, for the candidates
+    of `x` (core.cost.step_input.StepInput)."""
+    s, lay, costs = x.setting, x.layouts, x.costs
+    model, gpu, a = s.model, s.gpu, s.a
+    p, m = lay.p, lay.m
+    together = np.asarray(x.last_on_first, dtype=bool) | (p == 1)  # both end stages on the first device
+    first_dev = costs.per_micro + costs.head_total + np.where(together, costs.tail_total, 0.0)
+    last_dev = np.where(together, 0.0, costs.per_micro + costs.tail_total)
     first_busiest = first_dev >= last_dev
     busy = m * np.maximum(first_dev, last_dev)
     out = {}
     for k in ("gemm", "attention", "memory_bound", "tp"):
-        with_head = costs.body[k] + costs.head[k] + np.where(last_on_first | (p == 1), costs.tail[k], 0.0)
+        with_head = costs.body[k] + costs.head[k] + np.where(together, costs.tail[k], 0.0)
         out[k] = m * np.where(first_busiest, with_head, costs.body[k] + costs.tail[k])
     tp_comm = out["tp"]
     out["tp"] = tp_comm * costs.tp_exposed
     out["pp"] = m * costs.body["pp"]
-    pipeline = busy * makespan_factor
-    out["bubble"] = pipeline - busy
+    out["bubble"] = busy * x.makespan_factor - busy
+    out["straggler"] = busy * x.makespan_factor * scale_loss.slowest_share(s.gpus, gpu.gpus_per_node, a.straggler)
 
-    dp_bw = link(t * d <= gpu.gpus_per_node, gpu, a, gpu.gpus_per_node // np.maximum(t, 1))
-    windows = {"fwd": a.dp_overlap * costs.tf, "bwd": a.dp_overlap * (costs.tb + costs.tw)}
-    dp_total, out["dp"] = _data_parallel(zero, d, m, psi_rank * param_bytes, windows, dp_bw, a)
-    shard = psi_rank / np.where(zero >= 1, d, 1)
-    out["offload"] = _offload(offload, zero, d, m, psi_rank, param_bytes, grad_bytes, a)
-    if expert is not None:  # routed experts: their own ZeRO group, beside the dense weights' collectives
-        rank, group = np.asarray(expert["rank"], dtype=float), np.asarray(expert["group"])
-        e_total, e_exposed = _data_parallel(zero, group, m, rank * expert["param_bytes"], windows,
-                                            link(expert["inside"], gpu, a), a)
-        dp_total = dp_total + np.where(rank > 0, e_total, 0.0)
-        out["dp"] = out["dp"] + np.where(rank > 0, e_exposed, 0.0)
-        out["offload"] = out["offload"] + np.where(
-            rank > 0, _offload(offload, zero, group, m, rank, expert["param_bytes"], grad_bytes, a), 0.0)
-        shard = shard + rank / np.where(zero >= 1, group, 1)
-    moved = shard * (2.0 * optimizer_bytes + 18.0 + (8.0 if precision == "fp16" else 0.0))
-    out["optimizer"] = np.where(offload == "none", stream_time(a.rates(gpu), moved), 0.0)
+    dp = _data_parallel(x)
+    out["dp_latency"], out["dp_bandwidth"] = dp.latency, dp.bandwidth
+    out["offload"], moved = _offload_and_shard(x)
+    out["optimizer"] = np.where(lay.offload == "none", stream_time(a.rates(gpu), moved), 0.0)
     totals = {}
     for name in ("a2a", "ring"):
-        total, exposed = (extra or {}).get(name, (0.0, 0.0))
-        totals[f"{name}_s"] = np.broadcast_to(np.asarray(total, dtype=float), t.shape)
-        out[name] = np.broadcast_to(np.asarray(exposed, dtype=float), t.shape)
+        total, exposed = x.extra.get(name, (0.0, 0.0))
+        totals[f"{name}_s"] = np.broadcast_to(np.asarray(total, dtype=float), busy.shape)
+        out[name] = np.broadcast_to(np.asarray(exposed, dtype=float), busy.shape)
 
     step = sum(out[k] for k in BREAKDOWN)
     result = {COLUMN[k]: v for k, v in out.items()}
     result.update({
         "compute_s": out["gemm"] + out["attention"] + out["memory_bound"],
-        "tp_comm_s": tp_comm, "dp_comm_s": dp_total, **totals, "busy_s": busy, "step_time_s": step,
-        "tokens_per_s": flops.tokens_per_second(batch, model.seq, step),
-        "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * np.ceil(model.layers / (p * chunks)) * chunks,
-                                                  1e-30),
-        **utilization(model, gpu, gpus=gpus, batch=batch, recompute=recompute, step=step),
+        "tp_comm_s": tp_comm, "dp_comm_s": dp.total, "dp_exposed_s": dp.exposed, **totals, "busy_s": busy,
+        "step_time_s": step, "tokens_per_s": flops.tokens_per_second(s.batch, model.seq, step),
+        "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * lay.device_layers(model), 1e-30),
+        **utilization(model, gpu, gpus=s.gpus, batch=s.batch, recompute=lay.recompute, step=step),
     })
     return result
+
+
+def _data_parallel(x: StepInput) -> dp_comm.DpTime:
+    """The dense weights' ZeRO / data-parallel collectives over d x cp ranks (t apart: members per server
+    gpus_per_node / t), plus the routed experts' over their own group (core.cost.dp_comm)."""
+    s, lay, costs = x.setting, x.layouts, x.costs
+    fabric = collective.Fabric.of(s.gpu, s.a)
+    windows = {"fwd": s.a.dp_overlap * costs.tf, "bwd": s.a.dp_overlap * (costs.tb + costs.tw)}
+    layers = lay.device_layers(s.model)
+    n = lay.dp_group
+    grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)
+    dense = dp_comm.Group(n, fabric.members_per_node(n, lay.t), x.psi_rank, s.param_bytes, grad)
+    out = dp_comm.step_time(lay.zero, lay.reshard, dense, layers, lay.m, windows, fabric, s.a.dp_bucket)
+    e = x.expert
+    if e is not None:
+        group = dp_comm.Group(np.asarray(e.group), e.per_node, np.asarray(e.rank, dtype=float), e.param_bytes, grad)
+        more = dp_comm.step_time(lay.zero, lay.reshard, group, layers, lay.m, windows, fabric, s.a.dp_bucket)
+        has = np.asarray(e.rank) > 0
+        out = out + dp_comm.DpTime(np.where(has, more.total, 0.0), np.where(has, more.latency, 0.0),
+                                   np.where(has, more.bandwidth, 0.0))
+    return out
+
+
+def _offload_and_shard(x: StepInput) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed offload seconds, bytes the optimizer step moves over the local shard) for dense weights and
+    routed experts, each sharded over its own group under ZeRO >= 1."""
+    s, lay = x.setting, x.layouts
+    zero, n, m = lay.zero, lay.dp_group, lay.m
+    shard = x.psi_rank / np.where(zero >= 1, n, 1)
+    off = _offload(lay.offload, zero, n, m, x.psi_rank, s.param_bytes, s.grad_bytes, s.a)
+    e = x.expert
+    if e is not None:
+        rank = np.asarray(e.rank, dtype=float)
+        off = off + np.where(rank > 0, _offload(lay.offload, zero, e.group, m, rank, e.param_bytes, s.grad_bytes,
+                                                 s.a), 0.0)
+        shard = shard + rank / np.where(zero >= 1, e.group, 1)
+    moved = shard * (2.0 * s.optimizer_bytes + 18.0 + (8.0 if s.precision == "fp16" else 0.0))
+    return off, moved
 
 
 def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, recompute, step) -> dict[str, np.ndarray]:
@@ -328,29 +317,6 @@ def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, reco
     return {"mfu": flops.utilization(model_flops, step, gpus, gpu.peak_flops),
             "hfu": flops.utilization(hw, step, gpus, gpu.peak_flops),
             "tflops_per_gpu": hw / (step * gpus) / 1e12}
-
-
-def _data_parallel(zero, d, m, buffer_bytes, windows, bw, a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
-    """(total, exposed) seconds of the ZeRO stage's collectives over the d data-parallel ranks."""
-    total = np.zeros(zero.shape)
-    exposed = np.zeros(zero.shape)
-    for stage in range(4):
-        sel = zero == stage
-        if not sel.any():
-            continue
-        per_micro = {"fwd": 0.0, "bwd": 0.0}
-        for (collective, _), (when, hides) in zip(comm.ZERO_COLLECTIVES[stage], TIMING[stage], strict=True):
-            sec = comm.collective_bytes(collective, buffer_bytes[sel], d[sel]) / bw[sel] + np.where(
-                d[sel] > 1, a.latency_s, 0.0)
-            if when == "step":
-                total[sel] += sec
-                exposed[sel] += np.maximum(sec - windows[hides][sel], 0.0)
-            else:
-                per_micro[hides] = per_micro[hides] + sec
-        for hides, sec in per_micro.items():
-            total[sel] += m[sel] * sec
-            exposed[sel] += m[sel] * np.maximum(sec - windows[hides][sel], 0.0)
-    return total, exposed
 
 
 def _offload(offload, zero, d, m, psi_rank, param_bytes, grad_bytes, a: Assumptions) -> np.ndarray:

@@ -14,8 +14,9 @@ one number made of the same parts:
 - the routed experts of a mixture-of-experts model over ep x etp, their states sharded over expert-dp
   (core.memory.experts);
 - the working set: ZeRO-3's gathered layers (one transformer block, the next prefetched, as FSDP's per-block
-  wrap: core.memory.fsdp; with parameters offloaded ZeRO-Infinity streams the largest module instead) and
-  ZeRO-3's gathered experts (one MoE layer's local experts, the next prefetched);
+  wrap: core.memory.fsdp; the whole stage when it is not resharded after the forward; with parameters offloaded
+  ZeRO-Infinity streams the largest module instead) and ZeRO-3's gathered experts (one MoE layer's local experts,
+  the next prefetched);
 - activations of each end stage for the micro-batches it holds (the pipeline simulator's counts, taken as
   inputs), with flash attention, sequence parallelism, recomputation, context parallelism, FP8, the micro-batch
   size, the MoE layers' expert activations and ring attention's buffers (core.memory.activations,
@@ -125,6 +126,7 @@ class Layout:
     chunks: object = 1
     zero: object = 0  # ZeRO stage 0-3
     offload: object = "none"  # core.params.memory.OFFLOADS, one name or an array of names
+    reshard: object = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,9 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     dense = _placed(psi_rank, group, zero, lay.offload, dense_kw, streamed)
     params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
     gathered = np.where((zero == 3) & ~params_off, _gathered_blocks(m, psi_rank, layer, p, dense_kw), 0.0)
+    # FSDP2's reshard_after_forward=False: the stage's parameters stay gathered from the forward to the backward
+    kept = psi_rank * dense_kw["param_bytes"] * (1 - 1 / group) + layer * dense_kw["grad_bytes"]
+    gathered = np.where((zero == 3) & ~np.asarray(lay.reshard, dtype=bool), kept, gathered)
     ex = {k: np.broadcast_to(x, shape) for k, x in _expert_states(cfg, expert_kw).items()}
     return GpuMemory(
         params=dense["params"], grads=dense["grads"], optimizer=dense["optimizer"],

@@ -91,6 +91,10 @@ ZERO = table(
          help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
               "so does ZeRO-Infinity when the parameters are offloaded. 0 on the ZeRO page with a named model: "
               "that model's (its embedding V x h, or one MLP matrix h x f when wider)."),
+    Spec("reshard", "bool", True, label="ZeRO-3 reshards after forward",
+         help="On: ZeRO-3 frees each block's gathered parameters after its forward and gathers them again for the "
+              "backward (DeepSpeed stage 3, FSDP reshard_after_forward=True). Off: the stage's parameters stay "
+              "gathered from forward to backward (FSDP2 reshard_after_forward=False: one gather less, more memory)."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
@@ -192,6 +196,7 @@ class ZeroParams:
     expert_params: int = ZERO["expert_params"].default
     ep: int = ZERO["ep"].default
     etp: int = ZERO["etp"].default
+    reshard: bool = ZERO["reshard"].default
     deepspeed: bool = ZERO["deepspeed"].default
     deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
 

@@ -56,6 +56,12 @@ ASSUMPTIONS = table(
     Spec("tp_overlap", "float", 0.0, 0.0, 1.0, label="Tensor-parallel comm hidden",
          help="Megatron's tensor-parallel all-reduces sit between dependent matmuls, on the critical path, "
               "unless TP communication overlap is configured: none hidden by default."),
+    Spec("tp_overlap_eff", "float", 0.35, 0.0, 1.0, label="TP overlap efficiency",
+         help="Where TP communication overlap runs (Megatron-LM --tp-comm-overlap, PyTorch async TP), the share of "
+              "the collectives' time inside their GEMMs that it actually hides (split GEMMs and shared SMs run "
+              "slower). Fitted on torchtitan's async-TP benchmark, Llama 3 70B on 256 H100 (TP 8, FSDP 32, BF16): "
+              "597.3 -> 652.4 tokens/s per GPU, +9.2 % (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md); "
+              "its Llama 3 8B row (64 H100, +9.9 %), not fitted, is predicted at +9.6 %."),
     Spec("tp_bwd_overlap", "bool", True, label="TP backward overlap (Megatron-LM)",
          help="Run each column-parallel layer's input-gradient all-reduce (or reduce-scatter) behind its "
               "weight-gradient GEMM, as Megatron-LM has by default since September 2021 "
@@ -67,9 +73,33 @@ ASSUMPTIONS = table(
          help="Bucketed gradient collectives run during the backward pass (DeepSpeed overlap_comm, Megatron "
               "overlap_grad_reduce) and parameter gathers during the forward; the last bucket and kernel "
               "contention leave part exposed."),
+    Spec("dp_bucket", "float", 0.0, 0.0, 100000.0, label="Gradient bucket size", unit="million parameters",
+         help="Gradients are reduced in buckets during the backward, one collective (and its latency) each. 0 = "
+              "Megatron-LM's default, max(40, d) million parameters (megatron/core/distributed/"
+              "distributed_data_parallel.py); DeepSpeed's reduce_bucket_size is 500 million elements, PyTorch DDP's "
+              "bucket_cap_mb 25 MB."),
+    Spec("grad_reduce_bytes", "float", 0.0, 0.0, 8.0, label="Gradient bytes in the reduction", unit="bytes",
+         help="Bytes per gradient value the data-parallel reduction moves. 0 = by precision: 4 (fp32) under BF16 and "
+              "FP8, Megatron-LM's default ('accumulate and all-reduce gradients in fp32 for bfloat16', "
+              "megatron/training/arguments.py; --grad-reduce-in-bf16 makes it 2) and the FSDP2 export's "
+              "reduce_dtype=torch.float32; 2 under FP16, whose gradients Megatron-LM reduces in 16 bits."),
+    Spec("ring_loss", "float", 0.06, 0.0, 0.5, label="Network bandwidth lost per doubling of servers",
+         help="Collectives across many servers run below the per-NIC rate: a reduce-scatter's bus bandwidth on H100 "
+              "fell from 360 to 260 GB/s between 4 and 128 servers, about 6 % per doubling (NVIDIA/nccl issue "
+              "1229). Applied to every collective's network share for each doubling of the servers it spans "
+              "beyond two."),
+    Spec("straggler", "float", 0.012, 0.0, 0.5, label="Spread of GPU speeds (relative standard deviation)",
+         help="Identical GPUs differ in speed: Sinha et al. (SC'22) measured 8 % average variation across each "
+              "cluster's GPUs, the range of some thousand GPUs, about 7 standard deviations of a normal spread: "
+              "sigma = 0.08 / 6.7 = 0.012. A step waits for its slowest GPU, sigma x sqrt(2 ln G) behind the "
+              "median; charged beyond one server (core.cost.scale_loss)."),
     Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Message latency", unit="microseconds",
-         help="Per pipeline send and per collective: a few microseconds of NCCL launch and network latency, paid "
-              "on top of the bytes / bandwidth time."),
+         help="Per point-to-point message (pipeline send, ring-attention step, all-to-all): a few microseconds of "
+              "NCCL launch and network latency, paid on top of the bytes / bandwidth time."),
+    Spec("net_latency_us", "float", 14.0, 0.0, 10000.0, label="Network hop latency", unit="microseconds",
+         help="Per step of a collective that crosses the network (a ring's inter-server step, a tree level): "
+              "NCCL's own tuning constant for the Simple protocol (src/graph/tuning.cc, hwLatencies NET, 14 us); "
+              "NVLink steps and each collective's base latency use NCCL's constants too (core.cost.collective)."),
     Spec("reserve_frac", "float", 0.1, 0.0, 0.9, label="Memory reserve",
          help="Share of each GPU kept free for communication buckets, fused-kernel workspaces and allocator "
               "fragmentation (the CUDA context is covered by reading the GB label as 1e9 bytes)."),
@@ -116,12 +146,21 @@ SEARCH = table(
          help="ZeRO across the d data-parallel ranks (0 = plain data parallelism); all searches 0-3."),
     Spec("schedule", "choice", _CHOICE_ALL, choices=SEARCH_SCHEDULES.led_by(_CHOICE_ALL), label="Pipeline schedule",
          help="all searches 1f1b, interleaved, zb-h1; p = 1 runs no pipeline (listed as 1f1b)."),
-    Spec("v", "int", 2, 2, int(PIPELINE["v"].hi), label="Interleaved chunks v",
-         help="Chunks per device for the interleaved schedule (zbv and dualpipev always use 2)."),
+    Spec("v", "int", 0, 0, int(PIPELINE["v"].hi), label="Interleaved chunks v",
+         help="Chunks per device for the interleaved schedule (zbv and dualpipev always use 2). 0 searches v = 2 "
+              "and every depth whose chunks Megatron-LM builds evenly (L or L + 2 layers divisible by p x v)."),
     Spec("recompute", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *RECOMPUTE_MODES), label="Recompute",
          help="Activation recomputation: selective (attention core) or full (whole layers); all searches the three."),
     Spec("sp", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="Sequence parallelism",
          help="Shard layer norms and dropouts over the tensor-parallel group (only matters when t > 1)."),
+    Spec("reshard", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="ZeRO-3 reshard after forward",
+         help="ZeRO-3 frees the gathered parameters after each layer's forward and gathers them again for its "
+              "backward (on; DeepSpeed stage 3, FSDP reshard_after_forward=True), or keeps them gathered until the "
+              "backward (off; FSDP2 reshard_after_forward=False: one gather less, the stage's full parameters in "
+              "memory); all searches both."),
+    Spec("tp_comm_overlap", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="TP comm overlap",
+         help="Run the tensor-parallel all-gathers and reduce-scatters inside their GEMMs (Megatron-LM "
+              "--tp-comm-overlap; sequence parallelism, t within a server); all searches both."),
     Spec("offload", "choice", "none", choices=("none", "optimizer", "optimizer+params", _CHOICE_ALL),
          label="Offload", help="Optional ZeRO-Offload (optimizer state to CPU, ZeRO 1-3) or ZeRO-Infinity "
                                "(also parameters, ZeRO 3); all searches the three. NVMe offload is not searched "
@@ -223,6 +262,8 @@ class PlannerParams:
     v: int = PLAN["v"].default
     recompute: str = _CHOICE_ALL
     sp: str = _CHOICE_ALL
+    reshard: str = _CHOICE_ALL
+    tp_comm_overlap: str = _CHOICE_ALL
     offload: str = PLAN["offload"].default
     framework: str = PLAN["framework"].default
     min_headroom: float = PLAN["min_headroom"].default
@@ -230,10 +271,16 @@ class PlannerParams:
     mem_eff: float = PLAN["mem_eff"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default
+    tp_overlap_eff: float = PLAN["tp_overlap_eff"].default
     tp_bwd_overlap: bool = PLAN["tp_bwd_overlap"].default
     grad_accum_fusion: bool = PLAN["grad_accum_fusion"].default
     dp_overlap: float = PLAN["dp_overlap"].default
+    dp_bucket: float = PLAN["dp_bucket"].default
+    grad_reduce_bytes: float = PLAN["grad_reduce_bytes"].default
+    ring_loss: float = PLAN["ring_loss"].default
+    straggler: float = PLAN["straggler"].default
     p2p_latency_us: float = PLAN["p2p_latency_us"].default
+    net_latency_us: float = PLAN["net_latency_us"].default
     reserve_frac: float = PLAN["reserve_frac"].default
     pcie_bw: float = PLAN["pcie_bw"].default
     cpu_adam: float = PLAN["cpu_adam"].default
@@ -282,6 +329,10 @@ class PlannerParams:
         if key == "recompute":
             return RECOMPUTE_MODES if value == _CHOICE_ALL else (value,)
         if key == "sp":
+            return (False, True) if value == _CHOICE_ALL else (value == "on",)
+        if key == "reshard":
+            return (True, False) if value == _CHOICE_ALL else (value == "on",)
+        if key == "tp_comm_overlap":
             return (False, True) if value == _CHOICE_ALL else (value == "on",)
         if key == "offload":
             return ("none", "optimizer", "optimizer+params") if value == _CHOICE_ALL else (value,)

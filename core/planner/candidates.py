@@ -1,27 +1,25 @@
-"""What the planner searches: the model and GPU a question names, the t x p x d factorisations of G it can
-evaluate (and, as infeasible rows, those it cannot), and the cross product of layouts and switches (micro-batch
-size, schedule, ZeRO stage, recompute, sequence parallelism, offload) as flat numpy arrays, one entry per
-candidate, minus combinations that are not layouts at all.
+"""What the planner searches: the model and GPU a question names and the t x p x d factorisations of G it can
+evaluate (and, as infeasible rows, those it cannot); core.planner.grid crosses them with the switches.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from core.errors import InputError
 from core.model import presets
-from core.params.memory import MAX_TP, RECOMPUTE_MODES
-from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, SEARCH_SCHEDULES, PlannerParams
-from core.pipeline.schedules import chunks_per_device
-from core.planner import cp_ep, frameworks
+from core.params.memory import MAX_TP
+from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, PlannerParams
+from core.planner import cp_ep
 from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame
 from core.planner.factors import divisors
-from core.planner.groups import distinct
+from core.planner.grid import OFFLOAD_MODES
 
-OFFLOAD_MODES = ("none", "optimizer", "optimizer+params")
+__all__ = ["OFFLOAD_MODES", "degrees", "excluded", "resolve", "tp_allowed"]
 
 
 def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
@@ -93,13 +91,32 @@ def excluded(q: PlannerParams, model: presets.ModelConfig, gpn: int, usable: flo
     each; every number the layout would need is left empty. Kept per the few inputs they depend on (an assumption
     changed on the page asks for the same rows again); each caller gets its own copy."""
     first = tuple(q.searched(k)[0] for k in ("schedule", "zero", "recompute", "offload"))
-    return _excluded(q.gpus, q.batch, q.micro_batch_sizes[0], q.fix_t, q.fix_p, q.fix_d, model.layers, model.heads,
-                     model.kv_heads, gpn, usable, first).copy()
+    return _excluded(_Outside(q.gpus, q.batch, q.micro_batch_sizes[0], q.fix_t, q.fix_p, q.fix_d, model.layers,
+                              model.heads, model.kv_heads, gpn, usable, first)).copy()
+
+
+@dataclass(frozen=True)
+class _Outside:
+    """The few inputs the excluded rows depend on (the cache key)."""
+
+    G: int
+    B: int
+    b: int
+    fix_t: int
+    fix_p: int
+    fix_d: int
+    L: int
+    heads: int
+    kv_heads: int
+    gpn: int
+    usable: float
+    first_searched: tuple
 
 
 @functools.lru_cache(maxsize=32)
-def _excluded(G: int, B: int, b, fix_t: int, fix_p: int, fix_d: int, L: int, heads: int, kv_heads: int, gpn: int,
-              usable: float, first_searched: tuple) -> pd.DataFrame:
+def _excluded(key: _Outside) -> pd.DataFrame:
+    G, B, b, fix_t, fix_p, fix_d, L = key.G, key.B, key.b, key.fix_t, key.fix_p, key.fix_d, key.L
+    heads, kv_heads, gpn, usable, first_searched = key.heads, key.kv_heads, key.gpn, key.usable, key.first_searched
     rows = []
     for t in divisors(G):
         for p in divisors(G // t):
@@ -128,6 +145,7 @@ def _excluded(G: int, B: int, b, fix_t: int, fix_p: int, fix_d: int, L: int, hea
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
     values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"]}
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
+               "reshard": [True] * n, "tp_comm_overlap": [False] * n,
                "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n, "frameworks": [()] * n,
                **{k: [x] * n for k, x in first.items()}}
     out = pd.DataFrame({k: values.get(k, np.nan) for k in COLUMNS}, index=range(n))
@@ -137,61 +155,3 @@ def _excluded(G: int, B: int, b, fix_t: int, fix_p: int, fix_d: int, L: int, hea
 def _list(values: list[int], limit: int = 8) -> str:
     shown = ", ".join(f"{v:,}" for v in values[:limit])
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
-
-
-
-def grid(q: PlannerParams, degrees: np.ndarray, model: presets.ModelConfig) -> tuple[dict, list[str]]:
-    """The cross product of layouts and switches, minus combinations that are not layouts at all."""
-    schedules = q.searched("schedule")
-    dims = {
-        "layout": np.arange(len(degrees)),
-        "b": np.array(q.micro_batch_sizes),
-        "schedule": np.array([SEARCH_SCHEDULES.index(s) for s in schedules]),
-        "zero": np.array(q.searched("zero")),
-        "recompute": np.array([RECOMPUTE_MODES.index(r) for r in q.searched("recompute")]),
-        "sp": np.array(q.searched("sp")),
-        "offload": np.array([OFFLOAD_MODES.index(o) for o in q.searched("offload")]),
-    }
-    grid = np.indices([len(v) for v in dims.values()]).reshape(len(dims), -1)
-    c = {k: v[i] for (k, v), i in zip(dims.items(), grid, strict=True)}
-    c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
-    c["etp"] = cp_ep.etp_of(q, c["t"])
-    notes = []
-    no_pipe = {"1f1b", "gpipe"}
-    keep = np.ones(c["t"].size, dtype=bool)
-    keep &= ~((c["t"] == 1) & (c["sp"] != dims["sp"][0]))  # sequence parallelism is a no-op at t = 1
-    c["sp"] = np.where(c["t"] == 1, False, c["sp"])
-    if no_pipe & set(schedules):
-        keep &= ~((c["p"] == 1) & (c["schedule"] != dims["schedule"][0]))  # p = 1: no pipeline, one row
-        c["schedule"] = np.where(c["p"] == 1, SEARCH_SCHEDULES.index("1f1b"), c["schedule"])
-    else:
-        if (degrees[:, 1] == 1).any():
-            notes.append(f"Layouts with p = 1 are left out: the pinned schedule {schedules[0]} needs a pipeline.")
-        keep &= c["p"] > 1
-    keep &= ~((c["offload"] >= 1) & (c["zero"] == 0))  # offload needs ZeRO >= 1
-    keep &= ~((c["offload"] == 2) & (c["zero"] != 3))  # parameter offload needs ZeRO-3
-    if q.offload != "none" and q.offload != "all" and not keep.any():
-        notes.append(f"Offload {q.offload} needs ZeRO stage {'3' if q.offload == 'optimizer+params' else '1-3'}.")
-    c = {k: v[keep] for k, v in c.items()}
-    names = np.array(SEARCH_SCHEDULES)[c["schedule"]]
-    c["schedule_name"] = names
-    c["chunks"] = np.array([chunks_per_device(s, q.v) for s in SEARCH_SCHEDULES])[c["schedule"]]
-    c["v"] = c["chunks"]
-    c["recompute_name"] = np.array(RECOMPUTE_MODES)[c["recompute"]]
-    c["offload_name"] = np.array(OFFLOAD_MODES)[c["offload"]]
-    c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
-    # Which frameworks run each candidate depends on its setting, not on d or b: asked once per distinct setting.
-    _, first, inverse = distinct([c[k] for k in ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp",
-                                                 "ep")])
-    runs_on = np.empty(first.size, dtype=object)
-    runs_on[:] = frameworks.which(frameworks.Setting(
-        c["t"][first], c["p"][first], c["zero"][first], names[first], c["sp"][first], c["recompute_name"][first],
-        c["offload_name"][first], model.kv_heads, c["cp"][first], c["ep"][first], q.precision == "fp8",
-        model.is_moe or model.mla is not None))
-    c["frameworks"] = runs_on[inverse]
-    if q.framework != "any":
-        keep = np.array([q.framework in r for r in runs_on.tolist()], dtype=bool)[inverse]
-        c = {k: v[keep] for k, v in c.items()}
-        notes.append(frameworks.framework(q.framework).summary())
-    return c, notes
-

@@ -99,7 +99,8 @@ class Checks:
             texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
             c["t"])
-        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers",
+        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers "
+                                     "(+ 2 where the embedding and loss count as layers)",
             p, c["chunks"])
         for name, mask, text in self.rules:  # each rule's text depends on t, d, cp, ep and etp only
             tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",

@@ -1,9 +1,9 @@
 """Context and expert parallelism in the planner: which cp and ep a search covers, and what they add to each
 candidate's memory and step time.
 
-core.planner.plan calls these at four points (the degrees it enumerates, the model states, the activations, the
-step time), so the t x p x d machinery stays as it was and a dense model at cp = 1 is scored exactly as before.
-The numbers come from core.memory (experts, context_parallel, fp8) and core.cost (expert_comm, ring_attention,
+core.planner.plan calls these for the degrees it enumerates, the bytes per parameter and the step time; the memory
+of the experts and of ring attention is the one memory function's (core.memory.per_gpu, through
+core.planner.rank_memory). The numbers come from core.memory (fp8) and core.cost (expert_comm, ring_attention,
 precision_peak); the rules that exclude a candidate are core.planner.cp_ep_rules, each with its reason.
 
 Placement (Megatron-LM's order, tensor innermost): a context-parallel group spans t x cp consecutive ranks, a data-
@@ -17,12 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from core.cost import expert_comm, precision_peak, ring_attention
-from core.memory import experts as moe_memory
+from core.cost import collective, expert_comm, precision_peak, ring_attention
 from core.memory import fp8 as fp8_bytes
-from core.memory.context_parallel import ring_buffer_bytes
-from core.memory.offload import placement
-from core.model.counts import attention_core_width
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
 from core.planner.factors import divisors
 
@@ -83,75 +79,30 @@ def expert_param_bytes(model, fp8: bool) -> float:
     return fp8_bytes.param_bytes(model, fp8, experts=True)
 
 
-def expert_states(model, bpp, c: dict, fp8: bool) -> dict[str, np.ndarray]:
-    """Routed experts on one GPU of the fullest stage: parameters / (ep x etp), their states sharded over
-    expert-dp (core.memory.experts), what stays on the GPU after offload, and the ZeRO-3 gather of one MoE layer's
-    local experts. Zero for a dense model."""
-    n = c["t"].size
-    zeros = {k: np.zeros(n) for k in ("expert_rank", "expert_group", "expert_state_bytes", "expert_on_gpu_bytes",
-                                      "expert_working_bytes")}
-    if not model.is_moe:
-        zeros["expert_group"] = np.ones(n)
-        return zeros
-    ebytes = fp8_bytes.param_bytes(model, fp8, experts=True)
-    kw = {**bpp.kwargs(), "param_bytes": ebytes}
-    stage = moe_memory.moe_layers_on_stage(model, c["p"]) * moe_memory.expert_params_per_layer(model)
-    rank = stage / (c["ep"] * c["etp"])
-    group = np.maximum(c["t"] * c["d"] * c["cp"] // np.maximum(c["ep"] * c["etp"], 1), 1)
-    states = moe_memory.sharded_states(rank, group, c["zero"], **kw).total
-    on_gpu = np.array(states, dtype=float)
-    for code, mode in ((1, "optimizer"), (2, "optimizer+params")):
-        sel = c["offload"] == code
-        if sel.any():
-            on_gpu[sel] = placement(rank[sel], group[sel], c["zero"][sel], mode, **kw).gpu_total
-    layer = moe_memory.expert_params_per_layer(model) / (c["ep"] * c["etp"])
-    working = np.where(c["zero"] == 3, 2.0 * layer * (kw["param_bytes"] + kw["grad_bytes"]), 0.0)  # with prefetch
-    return {"expert_rank": rank, "expert_group": group, "expert_state_bytes": states, "expert_on_gpu_bytes": on_gpu,
-            "expert_working_bytes": working}
-
-
-def extra_activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray, capacity: float,
-                      fp8: bool) -> np.ndarray:
-    """Beyond core.memory.activations' dense layers: the MoE layers' expert activations on the fullest stage for
-    the micro-batches in flight, and ring attention's transient K/V buffers (NaN outside `rows`)."""
-    out = np.full(c["t"].size, np.nan)
-    if rows.any():
-        t, cp, b = c["t"][rows], c["cp"][rows], c["b"][rows]
-        moe = moe_memory.moe_extra_bytes(model, b, t, cp, capacity, fp8, c["recompute_name"][rows])
-        n_moe = moe_memory.moe_layers_on_stage(model, c["p"][rows]) if model.is_moe else 0.0
-        ring = ring_buffer_bytes(model.seq, b, model.hidden, model.heads, model.kv_heads, t, cp)
-        out[rows] = moe * n_moe * inflight[rows] + ring
-    return out
-
-
 # ----------------------------------------------------------------------------------------------------- time
 
 def peak(model, gpu, fp8: bool) -> float:
     return precision_peak.effective_peak(model, gpu, fp8)
 
 
-def communication(model, gpu, a, c: dict, fp8: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange, per candidate
-    (`c` holds only the candidates being timed)."""
-    gpn, t, cp, b, m, p = gpu.gpus_per_node, c["t"], c["cp"], c["b"], c["m"], c["p"]
-    recompute = c["recompute_name"]
-    layers_dev = np.ceil(model.layers / (p * c["chunks"])) * c["chunks"]
-    intra, inter = gpu.intra_bytes_per_s * a.comm_eff, gpu.inter_bytes_per_s * a.comm_eff
+def communication(s, lay) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange for the layouts
+    `lay` (core.cost.step_input.Layouts) of the setting `s` (core.cost.step_input.Setting)."""
+    model, gpu, a = s.model, s.gpu, s.a
+    fabric = collective.Fabric.of(gpu, a)
+    layers_dev = lay.device_layers(model)
     out = {}
     if model.is_moe:
         moe = model.moe
-        per_layer = expert_comm.layer_bytes(model.seq, b, model.hidden, moe.top_k, t, cp, c["ep"], a.moe_capacity,
-                                            recompute, fp8)
+        per_layer = expert_comm.layer_bytes(model.seq, lay.b, model.hidden, moe.top_k, lay.t, lay.cp, lay.ep,
+                                            a.moe_capacity, lay.recompute, s.fp8)
         n_moe = np.minimum(layers_dev, model.moe_layers)
-        total = expert_comm.layer_time(per_layer * n_moe * m, c["ep"], c["etp"], gpn, intra, inter)
+        messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
+        total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages)
         out["a2a"] = (total, (1.0 - a.ep_overlap) * total)
-    if np.any(cp > 1):
-        bw = np.where(ring_attention.crosses_node(t, cp, gpn), inter, intra)
-        width = attention_core_width(model)
+    if np.any(lay.cp > 1):
         r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
         rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
-        total, exposed = ring_attention.layer_time(model.seq, b, model.hidden, model.heads, model.kv_heads, width, t,
-                                                   cp, recompute, bw, rate)
-        out["ring"] = (total * layers_dev * m, exposed * layers_dev * m)
+        total, exposed = ring_attention.layer_time(model, lay, fabric, rate)
+        out["ring"] = (total * layers_dev * lay.m, exposed * layers_dev * lay.m)
     return out
-

@@ -48,6 +48,10 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
                          f"{-(-m.layers // p)} each.")
     if layout.sequence_parallel and t > 1:
         a.append("--sequence-parallel")
+        if layout.tp_comm_overlap:
+            a.append("--tp-comm-overlap")
+            notes.append("--tp-comm-overlap runs the TP all-gathers and reduce-scatters inside their GEMMs "
+                         "(Transformer Engine userbuffers, TP within one server).")
     a += ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--ffn-hidden-size", str(m.ffn),
           "--num-attention-heads", str(m.heads)]
     if m.kv_heads < m.heads:

@@ -284,12 +284,13 @@ def _model_lines(layout: Layout, sp: bool) -> list[str]:
     if z >= 2:
         policy = ", offload_policy=CPUOffloadPolicy(pin_memory=device_type == \"cuda\")" \
             if layout.offload != "none" else ""
+        reshard = z == 3 and layout.reshard
         out += [
             "    mp = MixedPrecisionPolicy(param_dtype=DTYPE, reduce_dtype=torch.float32)",
             "    for part in parts:",
             "        for block in part.layers.values():  # one all-gather / reduce-scatter group per block",
-            f'            fully_shard(block, mesh=dp_mesh, reshard_after_forward={z == 3}, mp_policy=mp{policy})',
-            f'        fully_shard(part, mesh=dp_mesh, reshard_after_forward={z == 3}, mp_policy=mp{policy})',
+            f'            fully_shard(block, mesh=dp_mesh, reshard_after_forward={reshard}, mp_policy=mp{policy})',
+            f'        fully_shard(part, mesh=dp_mesh, reshard_after_forward={reshard}, mp_policy=mp{policy})',
         ]
     init_device = '"cpu")  # CPUOffloadPolicy keeps the shards on the host' if layout.offload != "none" else "device)"
     out += [

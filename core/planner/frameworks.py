@@ -73,6 +73,9 @@ class Framework:
     fp8: bool = False  # FP8 GEMMs (and FP8 primary weights) from the exported config itself
     moe_blocks: bool = False  # the export describes mixture-of-experts and latent-attention blocks (or leaves
     #                           the model to the user's code, as a DeepSpeed config does)
+    switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
+    #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
+    #                                 parameters from forward to backward); each with its entry in `sources`
 
     def refusals(self, s: Setting, cite: bool = True) -> list[str]:
         """Why this framework cannot run one layout (empty when it can), each reason with its source."""
@@ -191,7 +194,10 @@ TABLE: dict[str, Framework] = {
             "fp8": f"{_MEGATRON_ARGS}: --fp8-format, --fp8-recipe, --fp8-param-gather (Transformer Engine)",
             "moe_blocks": f"{_MEGATRON_ARGS}: --num-experts, --moe-router-topk, --moe-ffn-hidden-size, "
                           "--moe-layer-freq, --moe-shared-expert-intermediate-size, --multi-latent-attention",
-        }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True),
+            "tp_comm_overlap": f"{_MEGATRON_ARGS}: --tp-comm-overlap (Transformer Engine userbuffers; needs "
+                               "--sequence-parallel; TE overlaps TP communication only inside one server, "
+                               "NVIDIA/TransformerEngine issue 1071)",
+        }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",)),
     "deepspeed": Framework(
         "deepspeed", "DeepSpeed", DEEPSPEED_VERSION,
         schedules=("1f1b",),
@@ -254,8 +260,11 @@ TABLE: dict[str, Framework] = {
                    "does not use",
             "moe_blocks": "the exported script builds a dense decoder (attention + MLP blocks); it has no "
                           "mixture-of-experts or latent-attention block",
+            "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
+                          "forward to backward (torchtitan's default with pipeline parallelism, "
+                          "torchtitan/distributed/fsdp.py)",
         },
-        context_parallel=True,
+        context_parallel=True, switches=("no_reshard",),
         exclusions=(Exclusion(
             (3,), ("zb-h1", "zb-h2", "zbv"),
             "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "
@@ -268,6 +277,11 @@ assert tuple(TABLE) == FRAMEWORK_NAMES
 
 def framework(key: str) -> Framework:
     return TABLE[key]
+
+
+def with_switch(switch: str) -> frozenset[str]:
+    """The frameworks (keys) that have a tuning switch (Framework.switches)."""
+    return frozenset(k for k, f in TABLE.items() if switch in f.switches)
 
 
 def which(s: Setting) -> list[tuple[str, ...]]:

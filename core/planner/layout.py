@@ -16,6 +16,7 @@ from core.params.model import CLUSTER
 from core.params.pipeline import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY
 from core.planner.cp_ep_rules import first_reason
+from core.planner.factors import chunk_slots
 
 SCHEDULES = SEARCH_SCHEDULES  # the planner's: every registered schedule with a `search` record
 RECOMPUTE = ("none", "selective", "full")
@@ -45,6 +46,8 @@ class Layout:
     cp: int = 1  # context parallelism: each sequence split over cp ranks
     ep: int = 1  # expert parallelism: each MoE layer's routed experts spread over ep ranks
     etp: int = 0  # expert tensor parallelism; 0 = t (Megatron-LM's default)
+    reshard: bool = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
+    tp_comm_overlap: bool = False  # TP collectives inside their GEMMs (Megatron-LM --tp-comm-overlap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -67,8 +70,9 @@ class Layout:
                                      ("offload", self.offload, OFFLOAD), ("precision", self.precision, PRECISIONS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
-        if not isinstance(self.sequence_parallel, bool):
-            raise InputError("sequence_parallel: expected true or false")
+        for name in ("sequence_parallel", "reshard", "tp_comm_overlap"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name}: expected true or false")
         if self.zero_stage not in (0, 1, 2, 3):
             raise InputError(f"zero_stage: {self.zero_stage} is not 0, 1, 2 or 3")
         if self.global_batch % (self.micro_batch_size * self.d):
@@ -99,7 +103,7 @@ class Layout:
                              f"got {self.v}")
         if self.v > 1 and self.p < 2:
             raise InputError(f"{self.schedule} needs pipeline parallelism (p >= 2)")
-        if self.p * self.v > self.model.layers:
+        if self.p * self.v > chunk_slots(self.model.layers, self.p, self.v):
             raise InputError(f"{self.p * self.v} pipeline chunks for {self.model.layers} layers")
 
     @property

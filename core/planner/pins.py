@@ -14,6 +14,7 @@ from core.params.memory import MAX_TP, RECOMPUTE_MODES
 from core.params.planner import MAX_SIM_P, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY
 from core.planner import cp_ep, frameworks
+from core.planner.factors import chunk_slots
 from core.units import GB
 
 
@@ -93,8 +94,8 @@ def _cp_ep(q: PlannerParams, model: ModelConfig) -> list[str]:
 def _chunks(q: PlannerParams, model: ModelConfig) -> list[str]:
     if q.schedule == "all" or REGISTRY[q.schedule].chunks == "1" or not q.fix_p:
         return []
-    v = REGISTRY[q.schedule].chunks_per_device(q.v)
-    if q.fix_p * v > model.layers:
+    v = REGISTRY[q.schedule].chunks_per_device(q.v or 2)  # v = 0 searches the depths; 2 is the shallowest
+    if q.fix_p * v > chunk_slots(model.layers, q.fix_p, v):
         return [f"{q.schedule}: p x v = {q.fix_p} x {v} = {q.fix_p * v} chunks > the {model.layers} layers"]
     return []
 

@@ -39,7 +39,7 @@ def _config(model, c: dict, bpp, fp8: bool, rows=slice(None), capacity: float = 
     """The candidates `rows` as core.memory.per_gpu's records."""
     layout = per_gpu.Layout(t=c["t"][rows], p=c["p"][rows], d=c["d"][rows], cp=c["cp"][rows], ep=c["ep"][rows],
                             etp=c["etp"][rows], chunks=c["chunks"][rows], zero=c["zero"][rows],
-                            offload=c["offload_name"][rows].astype(object))
+                            offload=c["offload_name"][rows].astype(object), reshard=c["reshard"][rows])
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=fp8, bytes_per_param=bpp,
                                 moe_capacity=capacity)

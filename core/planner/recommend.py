@@ -48,12 +48,14 @@ class Recommendation:
     assumptions: tuple[str, ...]
     notes: tuple[str, ...]  # what the search left out
     roomier: tuple[str, ...] = ()  # a nearly-as-fast candidate with much more free memory, when one exists
+    unusual: tuple[str, ...] = ()  # what a layout unlike the usual practice gains and risks, when it is one
 
     def sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(title, items) in reading order; empty sections left out."""
-        titles = (("Layout", "Nearly as fast, much more headroom", "Why it wins", "What limits it") if self.feasible
-                  else ("Layout", "", "Why no candidate is feasible", "What to try"))
-        items = (self.layout, self.roomier, self.why, self.limits)
+        titles = (("Layout", "Unlike the usual layout", "Nearly as fast, much more headroom", "Why it wins",
+                   "What limits it") if self.feasible
+                  else ("Layout", "", "", "Why no candidate is feasible", "What to try"))
+        items = (self.layout, self.unusual, self.roomier, self.why, self.limits)
         out = tuple(zip(titles, items, strict=True)) + (("Assumptions", self.assumptions),
                                                          ("Search notes", self.notes))
         return tuple((title, x) for title, x in out if x)
@@ -114,7 +116,7 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
         + (", with the most memory headroom among equally fast ones." if len(result.feasible) > 1 else "."),
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
-                          assumptions, result.notes, _roomier(result, best))
+                          assumptions, result.notes, _roomier(result, best), unusual(result, best))
 
 
 NEARLY = 0.02  # "nearly as fast": at most 2 % slower than the recommendation
@@ -139,6 +141,51 @@ def _roomier(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
                  f"instead of {best['headroom_bytes'] / GB:,.1f} GB (room for fragmentation, longer sequences or a "
                  "larger micro-batch; a minimum free memory asks for it)."
                  for _, row in roomier(result, best).iterrows())
+
+
+LARGE_DP = 512  # ranks: a data-parallel group this large pays a ring latency per step of every collective
+
+
+def usual(frame: pd.DataFrame, gpn: int) -> pd.DataFrame:
+    """The rows of usual practice: tensor parallelism inside a server, a pipeline across servers, ZeRO-1 over a
+    data-parallel group of fewer than LARGE_DP ranks."""
+    return frame[(frame["t"] <= gpn) & (frame["p"] > 1) & (frame["zero_stage"] == 1)
+                 & (frame["d"] * frame["cp"] < LARGE_DP)]
+
+
+def unusual(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
+    """When the first row departs from usual practice by a very large data-parallel group or ZeRO-3: what it gains
+    over the best usual row, and what it relies on (the collectives' latency share, the overlap that hides them),
+    with the row's own numbers."""
+    dp, zero, step = int(best["d"] * best["cp"]), int(best["zero_stage"]), float(best["step_time_s"])
+    if dp < LARGE_DP and zero != 3:
+        return ()
+    gpn = result.gpu.gpus_per_node
+    why = " and ".join(x for x in (f"a data-parallel group of {dp:,} ranks" if dp >= LARGE_DP else "",
+                                   "ZeRO-3" if zero == 3 else "") if x)
+    out = [f"It departs from the usual layout (TP inside a server, a pipeline across servers, ZeRO-1) by {why}."]
+    alt = usual(result.feasible, gpn)
+    if len(alt):
+        row = alt.iloc[0]
+        gap = float(row["step_time_s"]) - step
+        out.append(f"Gain: {gap:,.2f} s per step ({_share(gap, float(row['step_time_s']))}) over the best usual "
+                   f"layout, #{int(row['rank'])}, {describe(row, gpn)} ({float(row['step_time_s']):,.2f} s).")
+    else:
+        out.append("No usual layout is feasible for this question.")
+    latency, total = float(best["dp_latency_s"]), float(best["dp_comm_s"])
+    hidden = total - float(best["dp_exposed_s"])
+    out.append(f"Risk: its data-parallel / ZeRO collectives take {total:,.2f} s per step; {latency:,.2f} s of the "
+               f"exposed part ({_share(latency, step)} of the step) is latency, which grows with every rank the "
+               "rings span.")
+    worst = step + hidden
+    than = ""
+    if len(alt):
+        than = ", slower than" if worst > float(alt.iloc[0]["step_time_s"]) else ", still faster than"
+        than += " the usual layout"
+    out.append(f"Risk: {hidden:,.2f} s of them ({_share(hidden, step)} of the step) is assumed hidden behind compute "
+               f"(dp_overlap = {result.assumptions.dp_overlap:g}); if none of it hides, the step is {worst:,.2f} s"
+               f"{than}.")
+    return tuple(out)
 
 
 def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:

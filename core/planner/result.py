@@ -109,7 +109,8 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   micro_batch_size=int(row["micro_batch_size"]), zero_stage=int(row["zero_stage"]),
                   schedule=str(row["schedule"]), v=int(row["v"]), recompute=str(row["recompute"]),
                   sequence_parallel=bool(row["sequence_parallel"]), offload=str(row["offload"]), precision=precision,
-                  gpus_per_node=gpu.gpus_per_node, cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"]))
+                  gpus_per_node=gpu.gpus_per_node, cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"]),
+                  reshard=bool(row.get("reshard", True)), tp_comm_overlap=bool(row.get("tp_comm_overlap", False)))
 
 
 def _plain(value: Any) -> Any:

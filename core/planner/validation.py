@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from core.cost import flops, layer_ops, step_time
+from core.cost.collective import Fabric
+from core.cost.step_input import Layouts
 from core.model import presets
 from core.params.catalog import document
 from core.params.planner import PlannerParams
@@ -47,7 +49,7 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None) -> Planner
         mb_sizes=(float(lay["micro_batch"]),), precision=doc["precision"], fix_t=t, fix_p=p,
         fix_d=lay["gpus"] // (t * p), zero="0", schedule=lay["schedule"], v=max(lay["v"], 2),
         recompute=lay["recompute"], sp="on" if lay["sequence_parallel"] else "off", offload="none",
-        **{**row.get("software", {}), **(assumptions or {})})
+        tp_comm_overlap="off", reshard="on", **{**row.get("software", {}), **(assumptions or {})})
 
 
 def published_step(row: dict) -> float:
@@ -93,10 +95,8 @@ def layer_rows(assumptions: dict[str, float] | None = None) -> pd.DataFrame:
         rates = a.rates(gpu)
         lay, spec = row["layout"], row["model"]
         model = presets.custom_model({k: v for k, v in _model(spec).items() if k != "model"})
-        t = lay["t"]
-        tp_bw = step_time.link(t <= gpu.gpus_per_node, gpu, a)
-        times = layer_ops.layer_times(model, rates, lay["micro_batch"], t, lay["sequence_parallel"],
-                                      lay["recompute"], tp_bw, a.latency_s, a.grad_accum_fusion)
+        shape = Layouts(t=lay["t"], b=lay["micro_batch"], sp=lay["sequence_parallel"], recompute=lay["recompute"])
+        times = layer_ops.layer_times(model, rates, shape, Fabric.of(gpu, a), a.grad_accum_fusion)
         if a.tp_bwd_overlap:
             times["B"]["tp"] = times["B"]["tp"] - times["hidden"]["tp"]
         exposed = 1.0 - a.tp_overlap

@@ -43,7 +43,7 @@ KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "sche
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf", "tb", "tw",
         "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
-        "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes")
+        "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard")
 
 
 @dataclass(frozen=True)
@@ -181,12 +181,12 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
 
 def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
     """The ZeRO page's keys for one candidate: N_d = d x cp (the dense weights' ZeRO group), ZeRO stage, t x p,
-    offload, experts over ep x etp, the micro-batch size, sequence parallelism, recompute, the schedule (its m and
-    v give the micro-batches in flight) and cp: every input that changes the row's memory, so the page shows the
-    row's bytes per GPU with the same parts (core.memory.per_gpu on both sides)."""
+    offload, ZeRO-3's resharding, experts over ep x etp, the micro-batch size, sequence parallelism, recompute, the
+    schedule (its m and v give the micro-batches in flight) and cp: every input that changes the row's memory, so
+    the page shows the row's bytes per GPU with the same parts (core.memory.per_gpu on both sides)."""
     t, etp = int(row["t"]), int(row["etp"])
     return base | {"nd": int(row["d"]) * int(row["cp"]), "stage": str(int(row["zero_stage"])), "t": t,
                    "p": int(row["p"]), "offload": row["offload"], "mb": int(row["micro_batch_size"]),
                    "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
                    "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"]),
-                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp}
+                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True))}

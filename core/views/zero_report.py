@@ -124,7 +124,7 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
     mem = model_memory(q, replace(shape, seq=a.seq or shape.seq))
     layout = per_gpu.Layout(t=q.t, p=q.p, d=q.nd // a.cp, cp=a.cp, ep=q.ep, etp=q.etp,
                             chunks=chunks_per_device(a.schedule, a.v), zero=np.arange(4),
-                            offload=np.array(stage_modes(q), dtype=object))
+                            offload=np.array(stage_modes(q), dtype=object), reshard=q.reshard)
     training = per_gpu.Training(micro_batch_size=a.mb, sequence_parallel=a.sequence_parallel, recompute=a.recompute,
                                 fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity)
@@ -225,7 +225,8 @@ def _row(q: ZeroParams, cfg, got: per_gpu.GpuMemory, parts, s: int, usable: floa
         "floor": float(memory.floor_bytes(psi, s, **dense_kw))
         + float(memory.split_coefficients(s, **per_gpu.expert_bytes(cfg))[0]) * expert_rank,
         "reduction_vs_dp": dp_total / total,
-        "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent, "comm_seconds": sent / (q.bw * GB),
+        "comm_psi": float(comm.zero_volume_multiple(s)), "comm_bytes": sent,
+        "comm_seconds": _comm_seconds(q, psi, expert_rank, group, s, dense_kw["param_bytes"]),
         "usable": usable, "headroom": usable - gpu, "fits": bool(gpu <= usable),
         "smallest_nd": smallest_nd(q, psi, expert_rank, s, usable, dense_kw) if mode == "none" else float("nan"),
     }
@@ -242,6 +243,16 @@ def smallest_nd(q: ZeroParams, psi: float, expert_rank: float, stage: int, usabl
         return float(experts.min_nd(psi, expert_rank, q.ep, stage, usable, other_bytes=other, ep_share=ep_share,
                                     **kw))
     return float(fit.min_nd(psi, stage, usable, other_bytes=other, **kw))
+
+
+def _comm_seconds(q: ZeroParams, psi: float, expert_rank: float, group: float, stage: int,
+                  bytes_per_value: float) -> float:
+    """The stage's collectives per step as NCCL runs them (core.cost.comm.zero_comm_seconds, the communication
+    table's own numbers), the routed experts' over their ZeRO group beside the dense weights'."""
+    out = comm.zero_comm_seconds(psi, q.nd, stage, q.bw, bytes_per_value)
+    if expert_rank:
+        out += comm.zero_comm_seconds(expert_rank, int(group), stage, q.bw, bytes_per_value)
+    return out
 
 
 def _nvme_seconds(q: ZeroParams, psi: float, mode: str, kw: dict) -> float:

@@ -1,0 +1,138 @@
+"""Data-parallel and ZeRO collectives as the frameworks issue them, per layer or per bucket, each costed by
+core.cost.collective, and the part the compute around it cannot hide.
+
+ZeRO-3 / FSDP (per micro-batch, every layer of the device): an all-gather of the layer's parameter shard before
+its forward, again before its backward unless the parameters stay gathered (reshard after forward off), and a
+reduce-scatter of its gradients after its backward. With one layer of prefetch each runs during a neighbouring
+layer's compute, so what a layer's collectives take beyond one layer's forward (or backward) is exposed.
+
+ZeRO-0/1/2 (DDP, Megatron's distributed optimizer, DeepSpeed stage 2): the gradients are reduced in buckets while
+the backward runs (all-reduce for ZeRO-0, reduce-scatter for ZeRO-1/2), once per step in the last micro-batch's
+backward (gradient accumulation holds them before), for every micro-batch under ZeRO-2 (its gradient shard cannot
+accumulate unreduced); the updated parameters are all-gathered after the optimizer step (ZeRO-1/2) in the same
+buckets, during the next step's first forward. The last bucket waits for the whole backward, so at least one
+bucket is exposed; beyond it, what exceeds the window is.
+
+Each collective costs its own latency (core.cost.collective: NCCL's ring, tree or PAT), so a gather over 2,048
+ranks is not free however few bytes it moves. `windows` scale the compute by the dp_overlap assumption (kernel
+contention and launch order leave part of it unused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.cost import collective
+
+MEGATRON_BUCKET = (40e6, 1e6)  # max(40M, 1M x dp size) parameters (megatron/core/distributed/
+#                                distributed_data_parallel.py; research/micro megatron_ddp_bucket_size_default)
+
+
+@dataclass(frozen=True, eq=False)
+class DpTime:
+    """Seconds per step of one group's data-parallel collectives: all of them, and the exposed part split into its
+    latency and bandwidth terms (in proportion to each collective's own split)."""
+
+    total: np.ndarray
+    latency: np.ndarray
+    bandwidth: np.ndarray
+
+    @property
+    def exposed(self) -> np.ndarray:
+        return self.latency + self.bandwidth
+
+    def __add__(self, other: DpTime) -> DpTime:
+        return DpTime(self.total + other.total, self.latency + other.latency, self.bandwidth + other.bandwidth)
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """One set of weights and the group that shards or reduces them: n ranks with `per_node` in each server, the
+    parameters on one GPU before sharding, and bytes per parameter and gradient as the collectives move them."""
+
+    n: np.ndarray
+    per_node: np.ndarray
+    params: np.ndarray
+    param_bytes: float
+    grad_bytes: float
+
+
+def bucket_params(bucket_mparams: float, n) -> np.ndarray:
+    """Parameters per gradient bucket: the input (millions), or Megatron-LM's default max(40M, 1M x n)."""
+    if bucket_mparams > 0:
+        return np.full(np.shape(n), bucket_mparams * 1e6)
+    return np.maximum(MEGATRON_BUCKET[0], MEGATRON_BUCKET[1] * np.asarray(n, dtype=float))
+
+
+def step_time(zero, reshard, g: Group, layers, m, windows: dict, fabric: collective.Fabric,
+              bucket_mparams: float = 0.0) -> DpTime:
+    """Per candidate: the ZeRO stage's collectives over one step. layers: transformer layers on the device (the
+    units ZeRO-3 gathers); m: micro-batches; windows: {"fwd", "bwd"} seconds of one micro-batch's forward and
+    backward on the device that can hide them."""
+    zero, reshard = np.asarray(zero), np.asarray(reshard, dtype=bool)
+    layers, m = np.maximum(np.asarray(layers, dtype=float), 1.0), np.asarray(m, dtype=float)
+    shape = np.broadcast(zero, g.n, g.params, layers, m).shape
+    out = DpTime(np.zeros(shape), np.zeros(shape), np.zeros(shape))
+    if np.any(zero == 3):
+        out = _where(zero == 3, _sharded(reshard, g, layers, m, windows, fabric), out)
+    if np.any(zero < 3):
+        out = _where(zero < 3, _bucketed(zero, g, m, windows, fabric, bucket_mparams), out)
+    return out
+
+
+def _sharded(reshard, g: Group, layers, m, windows, fabric) -> DpTime:
+    """ZeRO-3: per layer and micro-batch, gather (fwd), gather again (bwd, when resharded), reduce-scatter."""
+    unit = g.params / layers
+    gather = collective.cost("all-gather", unit * g.param_bytes, g.n, g.per_node, fabric)
+    scatter = collective.cost("reduce-scatter", unit * g.grad_bytes, g.n, g.per_node, fabric)
+    again = reshard.astype(float)
+    fwd = _exposed(gather, windows["fwd"] / layers)
+    bwd_lat = again * gather.latency + scatter.latency
+    bwd = _exposed(collective.Cost(bwd_lat, again * gather.bandwidth + scatter.bandwidth, gather.algorithm),
+                   windows["bwd"] / layers)
+    count = m * layers
+    total = count * ((1.0 + again) * gather.seconds + scatter.seconds)
+    return DpTime(total, count * (fwd[0] + bwd[0]), count * (fwd[1] + bwd[1]))
+
+
+def _bucketed(zero, g: Group, m, windows, fabric, bucket_mparams) -> DpTime:
+    """ZeRO-0/1/2: bucketed gradient reduction in the backward, the parameter gather after the step."""
+    buckets = np.maximum(np.ceil(g.params / bucket_params(bucket_mparams, g.n)), 1.0)
+    reduce_kind = np.where(zero == 0, "all-reduce", "reduce-scatter")
+    share = g.params / buckets
+    ar = collective.cost("all-reduce", share * g.grad_bytes, g.n, g.per_node, fabric)
+    rs = collective.cost("reduce-scatter", share * g.grad_bytes, g.n, g.per_node, fabric)
+    red = collective.Cost(np.where(reduce_kind == "all-reduce", ar.latency, rs.latency),
+                          np.where(reduce_kind == "all-reduce", ar.bandwidth, rs.bandwidth), ar.algorithm)
+    rounds = np.where(zero == 2, m, 1.0)  # ZeRO-2 reduces every micro-batch's gradients
+    r_lat, r_band = _last_bucket_exposed(red, buckets, windows["bwd"])
+    total = rounds * buckets * red.seconds
+    lat, band = rounds * r_lat, rounds * r_band
+    gather = collective.cost("all-gather", share * g.param_bytes, g.n, g.per_node, fabric)
+    g_lat, g_band = _last_bucket_exposed(gather, buckets, windows["fwd"])
+    after = (zero >= 1).astype(float)
+    return DpTime(total + after * buckets * gather.seconds, lat + after * g_lat, band + after * g_band)
+
+
+def _last_bucket_exposed(one: collective.Cost, buckets, window) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed (latency, bandwidth) of `buckets` collectives behind a window: at least the last one, else what
+    exceeds the window; split like the collective itself."""
+    total = buckets * one.seconds
+    exposed = np.maximum(one.seconds, total - window)
+    frac = np.divide(one.latency, one.seconds, out=np.zeros_like(exposed), where=one.seconds > 0)
+    return exposed * frac, exposed * (1.0 - frac)
+
+
+def _exposed(c: collective.Cost, window) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, bandwidth) of what `c` takes beyond `window`, split like the collective itself."""
+    total = c.seconds
+    exposed = np.maximum(total - window, 0.0)
+    frac = np.divide(c.latency, total, out=np.zeros_like(exposed), where=total > 0)
+    return exposed * frac, exposed * (1.0 - frac)
+
+
+def _where(mask, a: DpTime, b: DpTime) -> DpTime:
+    return DpTime(np.where(mask, a.total, b.total), np.where(mask, a.latency, b.latency),
+                  np.where(mask, a.bandwidth, b.bandwidth))

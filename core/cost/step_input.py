@@ -1,0 +1,174 @@
+"""What the step-time model takes, as records: the named assumptions, the question's constants (model, GPU, cluster,
+batch, bytes per parameter) and the candidate layouts as arrays, one entry per candidate.
+
+core.cost.step_time.stage_costs(setting, layouts) and estimate(StepInput(...)) take these whole, as Megatron-core
+passes its TransformerConfig: a new switch is one field here, not a keyword threaded through every call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from core.cost.rates import Rates
+from core.model.config import GpuSpec, ModelConfig
+from core.params.planner import ASSUMPTIONS, WHY
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The step-time model's named numbers (see core.params.planner.ASSUMPTIONS for what each means)."""
+
+    eff: float = ASSUMPTIONS["eff"].default
+    mem_eff: float = ASSUMPTIONS["mem_eff"].default
+    comm_eff: float = ASSUMPTIONS["comm_eff"].default
+    tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
+    tp_overlap_eff: float = ASSUMPTIONS["tp_overlap_eff"].default
+    tp_bwd_overlap: bool = ASSUMPTIONS["tp_bwd_overlap"].default
+    grad_accum_fusion: bool = ASSUMPTIONS["grad_accum_fusion"].default
+    dp_overlap: float = ASSUMPTIONS["dp_overlap"].default
+    dp_bucket: float = ASSUMPTIONS["dp_bucket"].default
+    grad_reduce_bytes: float = ASSUMPTIONS["grad_reduce_bytes"].default
+    ring_loss: float = ASSUMPTIONS["ring_loss"].default
+    straggler: float = ASSUMPTIONS["straggler"].default
+    p2p_latency_us: float = ASSUMPTIONS["p2p_latency_us"].default
+    net_latency_us: float = ASSUMPTIONS["net_latency_us"].default
+    reserve_frac: float = ASSUMPTIONS["reserve_frac"].default
+    pcie_bw: float = ASSUMPTIONS["pcie_bw"].default
+    cpu_adam: float = ASSUMPTIONS["cpu_adam"].default
+    ep_overlap: float = ASSUMPTIONS["ep_overlap"].default
+    moe_capacity: float = ASSUMPTIONS["moe_capacity"].default
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            ASSUMPTIONS[f.name].check(getattr(self, f.name))
+
+    @property
+    def latency_s(self) -> float:
+        return self.p2p_latency_us * 1e-6
+
+    def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
+        """Every assumption with its value, unit and justification; with `gpu`, the resolved efficiency
+        parameters (calibrated or overridden) replace the 0 = calibrated inputs."""
+        out = []
+        for f in fields(self):
+            if gpu is not None and f.name in ("eff", "mem_eff"):
+                continue
+            out.append({"key": f.name, "label": ASSUMPTIONS[f.name].label, "value": getattr(self, f.name),
+                        "unit": ASSUMPTIONS[f.name].unit, "why": WHY.get(f.name, ASSUMPTIONS[f.name].help)})
+        if gpu is not None:
+            out = self.rates(gpu).rows() + out
+        return out
+
+    def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
+        return Rates.of(gpu, self.eff, self.mem_eff, fp8)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every candidate of one question shares: the model, the GPU and its cluster, the assumptions, the global
+    batch, the precision and the bytes of each model-state component per parameter."""
+
+    model: ModelConfig
+    gpu: GpuSpec
+    a: Assumptions = field(default_factory=Assumptions)
+    gpus: int = 1
+    batch: int = 1
+    precision: str = "bf16"
+    param_bytes: float = 2.0  # the dense weights as the collectives move them (1 for FP8 GEMM weights)
+    grad_bytes: float = 2.0
+    optimizer_bytes: float = 12.0
+
+    @property
+    def fp8(self) -> bool:
+        return self.precision == "fp8"
+
+
+# Layouts' fields that are arrays of numbers (the rest are arrays of names or booleans)
+_NUMBERS = ("t", "p", "d", "cp", "ep", "etp", "b", "chunks", "m", "zero")
+
+
+@dataclass(frozen=True, eq=False)
+class Layouts:
+    """Candidate layouts as arrays (one entry each; scalars broadcast). d is the dense weights' data-parallel degree
+    without cp (their ZeRO group is d x cp, `dp_group`); etp 0 = t; chunks = v for interleaved schedules; split: the
+    schedule splits the backward (zero-bubble); reshard: ZeRO-3 gathers the parameters again for the backward
+    (FSDP reshard_after_forward); tp_comm_overlap: the TP collectives run inside their GEMMs (Megatron-LM
+    --tp-comm-overlap)."""
+
+    t: np.ndarray | int = 1
+    p: np.ndarray | int = 1
+    d: np.ndarray | int = 1
+    cp: np.ndarray | int = 1
+    ep: np.ndarray | int = 1
+    etp: np.ndarray | int = 0
+    b: np.ndarray | int = 1
+    chunks: np.ndarray | int = 1
+    m: np.ndarray | int = 1
+    zero: np.ndarray | int = 0
+    recompute: np.ndarray | str = "none"
+    sp: np.ndarray | bool = False
+    split: np.ndarray | bool = False
+    offload: np.ndarray | str = "none"
+    reshard: np.ndarray | bool = True
+    tp_comm_overlap: np.ndarray | bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = np.asarray(getattr(self, f.name))
+            if f.name in ("sp", "split", "reshard", "tp_comm_overlap"):
+                value = value.astype(bool)
+            object.__setattr__(self, f.name, value)
+        if np.any(self.etp == 0):
+            object.__setattr__(self, "etp", np.where(self.etp == 0, self.t, self.etp))
+
+    @property
+    def size(self) -> int:
+        return int(np.broadcast(*(getattr(self, f.name) for f in fields(self))).size)
+
+    @property
+    def dp_group(self) -> np.ndarray:
+        """Ranks the dense weights' gradients are reduced over: d x cp (Megatron's data-parallel-with-cp group)."""
+        return self.d * self.cp
+
+    def device_layers(self, model: ModelConfig) -> np.ndarray:
+        """Transformer layers on the fullest device: ceil(L / (p v)) per chunk, v chunks."""
+        return np.ceil(model.layers / (self.p * self.chunks)) * self.chunks
+
+    def take(self, rows) -> Layouts:
+        """The same layouts at `rows` (a mask or indices); scalar fields stay scalars."""
+        n = self.size
+        return replace(self, **{f.name: (v if v.ndim == 0 else np.broadcast_to(v, (n,))[rows])
+                                for f in fields(self) for v in (getattr(self, f.name),)})
+
+    def numbers(self) -> dict[str, np.ndarray]:
+        return {k: getattr(self, k) for k in _NUMBERS}
+
+
+@dataclass(frozen=True, eq=False)
+class ExpertShard:
+    """Routed-expert parameters per GPU, the ZeRO group they are sharded over, their bytes per weight, and the
+    group's members in one server (core.planner.cp_ep)."""
+
+    rank: np.ndarray
+    group: np.ndarray
+    param_bytes: float
+    per_node: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class StepInput:
+    """Everything `estimate` needs for a set of candidates: the setting, their layouts and per-micro-batch stage
+    costs (core.cost.step_time.StageCosts), what the simulator measured (makespan / busiest device's busy time;
+    whether the last stage sits on the first device), the dense parameters on one GPU before ZeRO sharding, the
+    routed experts, and the MoE all-to-all / ring attention seconds {"a2a" | "ring": (total, exposed)}."""
+
+    setting: Setting
+    layouts: Layouts
+    costs: object  # core.cost.step_time.StageCosts (defined there; the record only carries it)
+    makespan_factor: np.ndarray
+    last_on_first: np.ndarray
+    psi_rank: np.ndarray
+    expert: ExpertShard | None = None
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,186 @@
+"""Collectives as NCCL runs them (core.cost.collective), per layer and per bucket (core.cost.dp_comm), and what the
+planner's ranking makes of them (issue 22).
+
+NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc at 5067397, Simple protocol): base latency 8.4 us (ring,
+tree) or 8.0 (PAT); per ring step 3.4 us on NVLink (at least the 3 us network post overhead once the ring leaves
+the server) and 14 us across the network; a tree all-reduce pays 2 ((k - 1) x 4.0 + floor(log2 N) x 14) us; a
+multi-server ring all-reduce's latency x 1.4; tree bus bandwidth x 0.92, PAT x 0.75 (one rank per server only).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.cost import collective
+from core.cost.collective import Fabric
+from core.params.planner import PlannerParams
+from core.planner import plan as planner
+from core.planner import rank_memory, validation_scaling
+from core.planner.recommend import recommend
+
+H100 = Fabric(450e9 * 0.8, 50e9 * 0.8, 8)  # the h100-80gb preset at the default 80 % of line rate, no ring loss
+LLAMA_8192 = dict(model="llama3-405b", gpu="h100-80gb", gpus=8192, batch=2048)
+
+
+def _ring_latency_us(kind: str, n: int, k: int) -> float:
+    c = 2 if kind == "all-reduce" else 1
+    nodes = math.ceil(n / k)
+    steps, inter = c * (n - 1), c * (nodes - 1)
+    lat = 8.4 + (steps - inter) * (3.4 if nodes == 1 else max(3.4, 3.0)) + inter * 14.0
+    return lat * (1.4 if kind == "all-reduce" and nodes > 1 else 1.0)
+
+
+def test_a_ring_pays_one_latency_per_step_nvlink_inside_the_network_across():
+    one_server = collective.cost("all-gather", 1e9, 8, 8, H100)
+    assert float(one_server.latency) == pytest.approx(_ring_latency_us("all-gather", 8, 8) * 1e-6)
+    assert float(one_server.bandwidth) == pytest.approx(7 / 8 * 1e9 / 360e9)
+    # 64 ranks, 2 per server (t = 4 apart): 63 steps, 31 of them across the network, min(NVLink, 2 NICs) per rank
+    wide = collective.cost("reduce-scatter", 1e9, 64, 2, H100)
+    assert float(wide.latency) == pytest.approx((8.4 + 32 * 3.4 + 31 * 14.0) * 1e-6)
+    assert float(wide.bandwidth) == pytest.approx(63 / 64 * 1e9 / 80e9)
+    assert collective.ALGORITHMS[int(wide.algorithm)] == "ring"
+    assert float(collective.seconds("all-reduce", 1e9, 1, 1, H100)) == 0.0
+
+
+def test_nccl_picks_the_tree_for_small_all_reduces_across_many_servers_and_pat_for_one_rank_per_server():
+    small = collective.cost("all-reduce", 1e6, 2048, 8, H100)  # 256 servers of 8
+    tree_latency = 8.4 + 2 * (7 * 4.0 + 8 * 14.0)
+    assert collective.ALGORITHMS[int(small.algorithm)] == "tree"
+    assert float(small.latency) == pytest.approx(tree_latency * 1e-6)
+    assert float(small.bandwidth) == pytest.approx(2 * 1e6 / (0.92 * 320e9))  # min(NVLink, 8 NICs) per rank
+    big = collective.cost("all-reduce", 4e9, 16, 8, H100)  # two servers, a large buffer: the ring's bandwidth wins
+    assert collective.ALGORITHMS[int(big.algorithm)] == "ring"
+    spread = collective.cost("all-gather", 1e6, 512, 1, H100)  # one rank per server: PAT's log latency
+    assert collective.ALGORITHMS[int(spread.algorithm)] == "pat"
+    assert float(spread.latency) == pytest.approx((8.0 + 9 * 14.0 / 3.5 + 512 * 2.8) * 1e-6)
+    assert collective.ALGORITHMS[int(collective.cost("all-gather", 1e6, 512, 2, H100).algorithm)] == "ring"
+
+
+def test_bandwidth_falls_per_doubling_of_servers_beyond_two():
+    lossy = Fabric(360e9, 40e9, 8, loss_per_doubling=0.06)
+    assert float(lossy.bandwidth(1, 2)) == pytest.approx(40e9)
+    assert float(lossy.bandwidth(1, 128)) == pytest.approx(40e9 * 0.94 ** 6)
+    assert float(lossy.bandwidth(8, 1)) == 360e9  # inside a server: NVLink, whatever the loss
+
+
+def _dense_rank_params(result, t, p):
+    return float(rank_memory.params_per_rank(result.model, t, p)[0])
+
+
+def test_the_top_rows_data_parallel_terms_are_the_per_bucket_collectives_by_hand():
+    """Llama 3 405B on 8,192 H100: the first row's ZeRO-1 collectives recomputed from Megatron's buckets and
+    NCCL's ring: a reduce-scatter of fp32 gradients per bucket in the last micro-batch's backward, an all-gather
+    of the BF16 parameters per bucket during the next forward; each hides behind 80 % of that compute but the last
+    bucket, and the exposed part splits into latency and bandwidth as each collective does."""
+    r = planner.plan(PlannerParams(**LLAMA_8192))
+    row = r.best()
+    t, p, d = int(row["t"]), int(row["p"]), int(row["d"])
+    assert (t, p, d, int(row["zero_stage"])) == (4, 8, 256, 1)
+    psi = _dense_rank_params(r, t, p)
+    buckets = math.ceil(psi / max(40e6, 1e6 * d))
+    share = psi / buckets
+    k, nodes = 8 // t, d // (8 // t)
+    bw = min(360e9, k * 40e9 * 0.94 ** (math.log2(nodes) - 1))
+    lat = _ring_latency_us("reduce-scatter", d, k) * 1e-6
+    rs = (lat, (d - 1) / d * share * 4 / bw)
+    ag = (lat, (d - 1) / d * share * 2 / bw)
+    total = buckets * (sum(rs) + sum(ag))
+    assert row["dp_comm_s"] == pytest.approx(total, rel=1e-9)
+    exposed = {}
+    for name, (latency, band), window in (("rs", rs, 0.8 * (row["tb"] + row["tw"])), ("ag", ag, 0.8 * row["tf"])):
+        e = max(latency + band, buckets * (latency + band) - window)
+        exposed[name] = (e * latency / (latency + band), e * band / (latency + band))
+    assert row["dp_latency_s"] == pytest.approx(exposed["rs"][0] + exposed["ag"][0], rel=1e-9)
+    assert row["dp_bandwidth_s"] == pytest.approx(exposed["rs"][1] + exposed["ag"][1], rel=1e-9)
+    parts = sum(row[c] for c in ("gemm_s", "attention_s", "memory_bound_s", "tp_exposed_s", "pp_exposed_s",
+                                 "bubble_s", "straggler_s", "dp_latency_s", "dp_bandwidth_s", "optimizer_s"))
+    assert parts == pytest.approx(row["step_time_s"])
+
+
+def _zero3(gpus, batch, reshard="on"):
+    r = planner.plan(PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=gpus, batch=batch, mb_sizes=(1,),
+                                   fix_t=4, fix_p=1, zero="3", reshard=reshard, recompute="full", sp="on",
+                                   tp_comm_overlap="off"))
+    assert len(r.frame) == 1
+    return r, r.frame.iloc[0]
+
+
+def test_a_zero3_row_is_a_gather_before_each_layers_forward_and_backward_and_a_reduce_scatter_after():
+    r, row = _zero3(8192, 2048)
+    d, layers, m = int(row["d"]), r.model.layers, int(row["m"])
+    unit = _dense_rank_params(r, 4, 1) / layers
+    k, nodes = 2, d // 2
+    bw = min(360e9, k * 40e9 * 0.94 ** (math.log2(nodes) - 1))
+    lat = _ring_latency_us("all-gather", d, k) * 1e-6
+    gather, scatter = lat + (d - 1) / d * unit * 2 / bw, lat + (d - 1) / d * unit * 4 / bw
+    assert row["dp_comm_s"] == pytest.approx(m * layers * (2 * gather + scatter), rel=1e-9)
+    fwd = max(gather - 0.8 * row["tf"] / layers, 0.0)
+    bwd = max(gather + scatter - 0.8 * (row["tb"] + row["tw"]) / layers, 0.0)
+    assert row["dp_exposed_s"] == pytest.approx(m * layers * (fwd + bwd), rel=1e-9)
+    kept = _zero3(8192, 2048, reshard="off")[1]  # FSDP reshard_after_forward=False: one gather per layer fewer
+    assert kept["dp_comm_s"] == pytest.approx(m * layers * (gather + scatter), rel=1e-9)
+    assert kept["zero3_working_bytes"] > row["zero3_working_bytes"]  # the stage's parameters stay gathered
+
+
+def test_zero3_at_equal_work_per_rank_costs_more_collective_time_on_2048_ranks_than_on_64():
+    _, small = _zero3(256, 64)  # d = 64, one micro-batch of one sequence per rank
+    _, large = _zero3(8192, 2048)  # d = 2,048, the same per rank
+    assert (small["d"], large["d"], small["m"], large["m"]) == (64, 2048, 1, 1)
+    assert large["dp_comm_s"] > 1.5 * small["dp_comm_s"]
+    assert large["dp_latency_s"] > 10 * small["dp_latency_s"]  # a ring step per rank: 2,047 against 63
+    assert large["step_time_s"] > small["step_time_s"]
+
+
+def test_the_ranking_searches_interleaved_depths_tp_overlap_and_resharding():
+    r = planner.plan(PlannerParams(**LLAMA_8192))
+    f = r.frame
+    depths = f[f["schedule"] == "interleaved"].groupby("p")["v"].unique()
+    assert sorted(depths[16]) == [2, 4, 8] and sorted(depths[8]) == [2, 4, 8] and sorted(depths[64]) == [2]
+    feasible = r.feasible
+    assert set(feasible[feasible["schedule"] == "interleaved"]["v"]) == {2, 4, 8}
+    assert feasible["tp_comm_overlap"].any() and (~feasible["tp_comm_overlap"]).any()
+    kept = f[(f["zero_stage"] == 3) & ~f["reshard"]]
+    assert len(kept) and all(fw in ((), ("torch",)) for fw in kept["frameworks"])
+    assert all("megatron" in fw for fw in feasible[feasible["tp_comm_overlap"]]["frameworks"])
+
+
+def test_metas_layout_is_within_ten_percent_of_the_first_row():
+    r = planner.plan(PlannerParams(**LLAMA_8192))
+    f = r.feasible
+    meta = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64)].iloc[0]
+    assert meta["step_time_s"] / r.best()["step_time_s"] < 1.10
+    assert (int(meta["v"]), int(meta["zero_stage"]), bool(meta["tp_comm_overlap"])) == (8, 1, True)
+    big = f[(f["d"] >= 1024) & (f["zero_stage"] == 3)]
+    assert big["step_time_s"].min() > 1.5 * r.best()["step_time_s"]  # ZeRO-3 over 1,024+ ranks is no longer free
+
+
+def test_an_unusual_first_row_says_what_it_gains_and_risks():
+    r = planner.plan(PlannerParams(model="llama3-8b", gpu="h100-80gb", gpus=1024, batch=2048))
+    best = r.best()
+    assert (int(best["t"]), int(best["p"]), int(best["d"])) == (1, 1, 1024)
+    text = recommend(r).unusual
+    assert "a data-parallel group of 1,024 ranks" in text[0]
+    assert text[1].startswith("Gain: 0.23 s per step") and "#43" in text[1]
+    assert "0.48 s per step" in text[2] and "(1.0 % of the step) is latency" in text[2]
+    assert "if none of it hides, the step is 1.84 s, slower than the usual layout" in text[3]
+    assert "Unlike the usual layout" in recommend(r).text()
+    usual = recommend(planner.plan(PlannerParams(**LLAMA_8192)))
+    assert usual.unusual == ()  # t 4 p 8 d 256 ZeRO-1 is the usual practice
+
+
+def test_scaling_series_drift():
+    s = validation_scaling.validate()
+    summary = {x.key: x for x in s.summary()}
+    assert summary["megascale-175b-b6144"].role == "calibration"
+    assert summary["megascale-175b-b6144"].drift < 0.055  # measured +18 % GPU-seconds per sequence, predicted +19 %
+    assert summary["megascale-530b-weak"].drift < 0.02 and summary["mtnlg-530b"].drift < 0.04
+    assert summary["llama3-405b"].drift < 0.04
+    cal = s.steps[s.steps["series"] == "megascale-175b-b6144"]
+    growth = (cal["predicted_s"] * cal["gpus"]).to_numpy()
+    assert growth[-1] / growth[0] == pytest.approx(1.19, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
+    assert np.all(s.steps["fits"] | (s.steps["series"] == "llama3-405b"))
+    # the calibration series asks for the sourced default: 6 % of the bandwidth per doubling of servers
+    # (NVIDIA/nccl issue 1229) leaves its errors without a trend; none or twice that tilt them
+    assert s.fit["fitted_ring_loss"] == 0.06 and abs(s.fit["fitted_trend_per_doubling"]) < 0.002
+    assert s.fit["trends"]["0"] < -0.01 and s.fit["trends"]["0.12"] > 0.02
