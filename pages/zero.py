@@ -45,7 +45,7 @@ def headline(v: dict):
     return q, shape, act, view
 
 
-def inputs(v: dict) -> None:
+def inputs(v: dict, shape) -> None:
     """Model, GPU, unit and the activations switch; the expanders with everything else."""
     row = st.columns([4, 5, 4, 3])  # Psi, typed, needs room for 15 digits on a projector
     v["model"] = spec_input(zp.PAGE["model"], container=row[0])
@@ -81,6 +81,8 @@ def inputs(v: dict) -> None:
     if v["act"]:
         with st.expander("Activations: micro-batch, recomputation and the schedule they come from", expanded=True):
             grid(v, zp.ACT, tuple(zp.ACT), 3)
+            if v["seq"] == 0 and shape is not None:
+                st.caption(f"Sequence length 0: the model's own, **{shape.seq:,}** tokens.")
 
 
 def tab_inputs(v: dict, tabs) -> None:
@@ -231,7 +233,7 @@ def body() -> None:
     q, shape, _, view = headline(v)
     copy_link_box(v, SPECS, "zero")  # early: a link copied while the page reruns is already this view's
     first_paint()
-    inputs(v)
+    inputs(v, shape)
     main = st.container()  # filled once the tab inputs below are known
     tabs = st.tabs(list(zp.TABS), key="tab", bind="query-params")
     tab_inputs(v, tabs)

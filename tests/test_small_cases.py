@@ -58,6 +58,13 @@ def test_the_models_own_sequence_length_is_shown_as_its_number():
     assert not any("the model's own" in c.value for c in at.caption)
 
 
+def test_the_zero_pages_own_sequence_length_is_shown_as_its_number():
+    at = AppTest.from_file(str(ROOT / "pages" / "zero.py"), default_timeout=60)
+    at.query_params.update({"model": "llama3-70b", "act": "true"})
+    at.run()
+    assert any(c.value == "Sequence length 0: the model's own, **8,192** tokens." for c in at.caption)
+
+
 def test_mfu_has_one_precision_everywhere():
     at = planner({"model": "llama3-70b", "gpus": "64"})
     mfu = {m.label: m.value for m in at.metric}["MFU"]

@@ -116,9 +116,12 @@ def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str 
     for value, name, line in lines:  # across the category axis: from the first bar's left edge to the last's right
         fig.add_scatter(x=[-0.5, len(bars) - 0.5], y=[to_unit(value, unit)] * 2, mode="lines", name=name, line=line,
                         hoverinfo="skip", xaxis="x2")
+    line = to_unit(gpu_bytes, unit)
     for x, b in zip(labels, bars, strict=True):
         mark = "fits" if b.fits else "does not fit"
-        fig.add_annotation(x=x, y=to_unit(b.total, unit), yanchor="bottom", showarrow=False,
+        y = to_unit(b.total, unit)
+        near = 0.8 * line <= y < line  # just under the GPU line: the label would sit on the line; put it above
+        fig.add_annotation(x=x, y=line if near else y, yanchor="bottom", showarrow=False, yshift=3 if near else 0,
                            text=f"<b>{'✓' if b.fits else '✗'} {to_unit(b.total, unit):,.2f}</b><br>{mark}",
                            font={"color": "#1b7f3b" if b.fits else "#b3261e", "size": font_size() - 2})
     top = max(max(to_unit(b.total, unit) for b in bars), to_unit(gpu_bytes, unit))
