@@ -4,8 +4,10 @@ import streamlit as st
 
 from ui.layout import APP_NAME, APP_TAGLINE
 from ui.links import PAGES, available_pages, copy_link_box, link_to_page
+from ui.page_state import enter_page
 
 st.title(APP_NAME)
+enter_page("home", {})  # the home page has no inputs; a page opened from here brings back its own
 copy_link_box({}, {}, "")
 st.markdown(APP_TAGLINE)
 

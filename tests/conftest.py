@@ -46,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import ui.layout  # and the pages do: a test of core.params alone sees them too)
 
     ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
+    import ui.inputs_pipeline
+
+    ui.inputs_pipeline.PLAY_TICK_S = 0.0  # Play's steps follow each other at once (no one watches them)
 
 
 def shared_link(at) -> str:

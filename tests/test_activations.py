@@ -75,11 +75,12 @@ def test_vectorised_modes_match_scalar_calls():
 def test_stage_scales_with_layers_and_inflight_and_adds_end_terms():
     s, b, h, a, t, V = 2048, 1, 12288, 96, 8, 51200
     per = float(act.per_layer_bytes(s, b, h, a, t, True, "selective"))
-    first = act.stage_bytes(s, b, h, a, 12, 8, t, True, "selective", V, first=True, last=False)
+    shape = act.Shape(s, b, h, a, t, True, "selective", V)
+    first = act.stage_bytes(shape, 12, 8, first=True, last=False)
     assert float(first["layers"]) == pytest.approx(per * 12 * 8)
     assert float(first["embedding"]) == pytest.approx(s * b * h / t * 8)
     assert float(first["output"]) == 0.0
-    last = act.stage_bytes(s, b, h, a, 12, 1, t, True, "selective", V, first=False, last=True)
+    last = act.stage_bytes(shape, 12, 1, first=False, last=True)
     assert float(last["output"]) == pytest.approx(4 * s * b * h / t * (1 + V / h))  # the paper's 4sbh/t (1 + v/h)
     none = float(act.per_layer_bytes(s, b, h, a, t, True, "none"))
     assert float(first["recompute_buffer"]) == pytest.approx(none - per)  # one layer rebuilt in backward
@@ -88,14 +89,14 @@ def test_stage_scales_with_layers_and_inflight_and_adds_end_terms():
 
 
 def test_no_vocab_means_no_output_term_and_p1_stage_carries_both_ends():
-    r = act.report(2048, 1, 4096, 32, 32, 1, 1, vocab=0)
+    r = act.report(act.Shape(2048, 1, 4096, 32, vocab=0), 32, 1, 1)
     assert r["last_stage"] is None and r["first_stage"]["output"] == 0.0
-    r = act.report(2048, 1, 4096, 32, 32, 1, 1, vocab=50257)
+    r = act.report(act.Shape(2048, 1, 4096, 32, vocab=50257), 32, 1, 1)
     assert r["first_stage"]["output"] > 0 and r["first_stage"]["embedding"] > 0
 
 
 def test_report_for_a_pipeline_uses_ceil_layers_per_stage_and_the_given_inflight():
-    r = act.report(2048, 1, 12288, 96, 96, 7, 7, 8, True, "selective", 51200)
+    r = act.report(act.Shape(2048, 1, 12288, 96, 8, True, "selective", 51200), 96, 7, 7)
     assert r["layers_per_stage"] == 14 and r["inflight"] == 7
     assert r["peak"] == max(r["first_stage"]["total"], r["last_stage"]["total"])
     assert r["modes"]["tensor + sequence parallel + selective recompute"] == pytest.approx(34 * 2048 * 12288 / 8)
@@ -121,4 +122,19 @@ def test_hostile_inputs(kwargs, needle):
 
 def test_negative_inflight_is_rejected():
     with pytest.raises(InputError, match="inflight"):
-        act.stage_bytes(2048, 1, 4096, 32, 4, -1)
+        act.stage_bytes(act.Shape(2048, 1, 4096, 32), 4, -1)
+
+
+def test_flash_attention_keeps_no_scores_in_any_mode_nor_in_the_layer_rebuilt():
+    # Fused attention (FlashAttention) never stores the a s^2 scores: "none" keeps what "selective" keeps, and the
+    # one layer recomputation rebuilds carries none either (the planner's and the ZeRO page's accounting).
+    s, b, h, a, t = 8192, 1, 8192, 64, 8
+    flash = act.Shape(s, b, h, a, t, True, "none", flash=True)
+    assert float(flash.per_layer()) == float(act.per_layer_bytes(s, b, h, a, t, True, "selective"))
+    assert float(act.stage_bytes(flash, 10, 4)["recompute_buffer"]) == 0.0
+    full = act.Shape(s, b, h, a, t, True, "full", flash=True)
+    rebuilt = float(act.stage_bytes(full, 10, 4)["recompute_buffer"])
+    assert rebuilt == pytest.approx(float(act.per_layer_bytes(s, b, h, a, t, True, "selective")
+                                          - act.per_layer_bytes(s, b, h, a, t, True, "full")))
+    unfused = act.Shape(s, b, h, a, t, True, "none")
+    assert float(unfused.per_layer() - flash.per_layer()) == 5 * a * s * s * b / t

@@ -11,7 +11,6 @@ import struct
 import zlib
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from core.pipeline.result import PipelineParams
@@ -45,7 +44,7 @@ def test_every_shade_stays_apart_for_colour_blind_viewers(vision):
 
 def test_the_legend_names_every_shade_of_an_interleaved_chart():
     view = pipeline_view(PipelineParams(schedule="interleaved", p=4, m=8))
-    fig = figs.gantt([("", view.timeline)], play=False)
+    fig = figs.gantt([("", view.timeline)])
     legend = {t.name: t.marker.color for t in fig.data if t.showlegend is not False and t.type == "bar"}
     for k, label in ((0, "F"), (1, "B")):
         dark, light = figs._SHADES[k]
@@ -76,13 +75,9 @@ def test_png_uri_is_a_valid_png_of_the_image():
     assert (rows[:, 0] == 0).all() and tuple(rows[1, 1 + 2 * 4: 1 + 3 * 4]) == (1, 2, 3, 4)
 
 
-def test_play_animates_the_cursor_over_the_schedule_in_the_browser():
+def test_the_gantt_has_no_time_cursor_of_its_own():
+    # one time cursor (issue 23): the page's slider, steps and Play move it; a figure only draws the one it is given
     view = pipeline_view(PipelineParams(schedule="1f1b", p=4, m=8))
-    fig = figs.gantt([("", view.timeline)])
-    frames = fig.to_dict()["frames"]  # what st.plotly_chart sends
-    times = [f["layout"]["shapes"][0]["x0"] for f in frames if f["layout"]["shapes"]]
-    moments = view.timeline.boundaries()
-    assert times == sorted(times) and times[0] == 1 and len(frames) == (moments > 0).sum()  # every op boundary
-    assert not frames[-1]["layout"]["shapes"]
-    assert go.Figure(frames=frames).frames[0].layout.shapes[1].line.dash == "dash"  # frames Plotly accepts
-    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
+    spec = figs.gantt([("", view.timeline)], 16.5).to_dict()
+    assert "frames" not in spec and not spec["layout"].get("updatemenus") and not spec["layout"].get("sliders")
+    assert [s["x0"] for s in spec["layout"]["shapes"]] == [16.5, 16.5]

@@ -209,5 +209,5 @@ def test_a_parallel_block_exchanges_once_per_direction_and_keeps_fewer_activatio
     s, h = GPT3.seq, GPT3.hidden
     full = activations.per_layer_bytes(s, 1, h, GPT3.heads, 1, recompute="selective")
     assert float(full) == pytest.approx(34 * s * h)
-    assert float(activations.per_layer_bytes(s, 1, h, GPT3.heads, 1, recompute="selective", parallel=True)) == \
+    assert float(activations.Shape(s, 1, h, GPT3.heads, 1, recompute="selective", parallel=True).per_layer()) == \
         pytest.approx(29 * s * h)

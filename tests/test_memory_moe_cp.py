@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from core.memory import activations as act
-from core.memory import context_parallel, experts, fp8
+from core.memory import context_parallel, experts, fp8, per_gpu
 from core.model import presets
 from core.units import GB
 
@@ -26,9 +26,8 @@ def test_context_parallel_degree_divides_activation_memory(recompute, sp):
     # c > 1 keeps what "selective" keeps).
     flash = "selective" if recompute == "none" else recompute
     for c, t, s in itertools.product((2, 4, 16), (1, 8), (8192, 131072)):
-        base = act.stage_bytes(s, 1, 16384, 128, 8, 23.5, t, sp, flash, vocab=128256, first=True, last=True)
-        split = act.stage_bytes(s, 1, 16384, 128, 8, 23.5, t, sp, recompute, vocab=128256, first=True, last=True,
-                                cp=c)
+        base = act.stage_bytes(act.Shape(s, 1, 16384, 128, t, sp, flash, 128256), 8, 23.5)
+        split = act.stage_bytes(act.Shape(s, 1, 16384, 128, t, sp, recompute, 128256, cp=c), 8, 23.5)
         for term in ("layers", "embedding", "output"):
             assert float(split[term]) == pytest.approx(float(base[term]) / c, rel=1e-12)
         # the layer rebuilt during the backward under recompute: also fused attention, also / c
@@ -90,19 +89,25 @@ def test_deepseek_v3_expert_states_at_its_published_layout():
     per_layer = experts.expert_params_per_layer(m)
     assert n_moe == 4 and experts.experts_per_gpu(m, 64) == 4
     assert float(experts.expert_data_parallel(1, 128, 1, 64, 1)) == 2
-    st = experts.moe_states(1e9, n_moe * per_layer, 1, 128, 1, 64, 1, 1)
+    got = per_gpu.model_state_parts(per_gpu.MemoryConfig(per_gpu.ModelMemory.of(m), per_gpu.Layout(
+        t=1, p=16, d=128, ep=64, etp=1, zero=1)))
     expert_rank = 4 * per_layer / 64
-    assert expert_rank / 1e6 == pytest.approx(704.6, abs=0.1)
-    assert float(st["expert"].total) == pytest.approx(expert_rank * (2 + 2 + 12 / 2))
-    assert float(st["dense"].total) == pytest.approx(1e9 * (2 + 2 + 12 / 128))
-    assert float(st["expert"].total) / GB == pytest.approx(7.05, abs=0.01)
+    assert expert_rank / 1e6 == pytest.approx(704.6, abs=0.1) and float(got.expert_rank) == pytest.approx(expert_rank)
+    assert float(got.expert_group) == 2
+    assert float(got.expert_states) == pytest.approx(expert_rank * (2 + 2 + 12 / 2))
+    assert float(got.states - got.expert_states) == pytest.approx(float(got.psi_rank) * (2 + 2 + 12 / 128))
+    assert float(got.expert_states) / GB == pytest.approx(7.05, abs=0.01)
 
 
 def test_expert_tensor_parallel_and_zero_stages_shard_the_expert_group():
     # etp = t = 8, ep = 4, d = 8, cp = 2: expert-dp = 8 x 8 x 2 / 32 = 4 ranks; ZeRO-3 divides all three.
-    st = experts.moe_states(0.0, 32e9, 8, 8, 2, 4, 8, 3)
-    assert float(st["expert"].total) == pytest.approx(32e9 / 32 * 16 / 4)
-    assert float(st["dense"].total) == 0.0
+    model = per_gpu.ModelMemory(dense_params=1e9, layers=8, hidden=4096, heads=32, seq=4096, expert_params=32e9,
+                                moe_layers=8)
+    got = per_gpu.model_state_parts(per_gpu.MemoryConfig(model, per_gpu.Layout(t=8, p=1, d=8, cp=2, ep=4, etp=8,
+                                                                                zero=3)))
+    assert float(got.expert_group) == 4 and float(got.expert_rank) == pytest.approx(32e9 / 32)
+    assert float(got.expert_states) == pytest.approx(32e9 / 32 * 16 / 4)
+    assert float(got.states - got.expert_states) == pytest.approx(1e9 / 8 * 16 / 16)
     assert float(experts.expert_data_parallel(8, 8, 2, 4, 1)) == 32
 
 

@@ -225,18 +225,22 @@ def test_together_flags_the_forgotten_activations():
     assert tg["fits_states_only"] and not tg["fits"] and tg["total"] == 87.5e9
 
 
-def test_layout_memory_vectorised_equals_its_parts():
-    from core.memory import activations
+def test_the_memory_function_vectorised_equals_its_parts():
+    from core.memory import activations, per_gpu
 
     t, p, nd, stage = np.array([1, 8, 8, 4]), np.array([1, 8, 16, 4]), np.array([64, 8, 4, 32]), np.array([0, 1, 3, 2])
     inflight = np.array([1.0, 8.0, 16.0, 4.0])
-    got = fit.layout_memory(175e9, t, p, nd, stage, 2048, 1, 12288, 96, 96, inflight, 76e9, True, "selective", 51200)
+    model = per_gpu.ModelMemory(dense_params=175e9, layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
+    cfg = per_gpu.MemoryConfig(model, per_gpu.Layout(t=t, p=p, d=nd, zero=stage),
+                               per_gpu.Training(1, True, "selective"), per_gpu.InFlight(inflight, inflight))
+    got = per_gpu.per_gpu(cfg)
     for i in range(4):
         states = float(memory.model_states(175e9 / (t[i] * p[i]), nd[i], stage[i]).total)
-        acts = activations.report(2048, 1, 12288, 96, 96, int(p[i]), inflight[i], int(t[i]), True, "selective",
-                                  51200)["peak"]
-        assert got["states"][i] == pytest.approx(states) and got["activations"][i] == pytest.approx(acts)
-        assert got["fits"][i] == (states + acts <= 76e9)
+        acts = activations.report(activations.Shape(2048, 1, 12288, 96, int(t[i]), True, "selective", 51200), 96,
+                                  int(p[i]), inflight[i])["peak"]
+        assert got.states_on_gpu[i] == pytest.approx(states) and got.activations[i] == pytest.approx(acts)
+        assert got.total[i] == pytest.approx(states + acts + got.gathered[i])
+    assert got.gathered[[0, 1, 3]].tolist() == [0, 0, 0] and got.gathered[2] > 0  # ZeRO-3 gathers its blocks
 
 
 def test_units_are_labelled_at_the_edge():

@@ -157,6 +157,21 @@ def test_time_cursor_veils_the_future_and_steps_through_events(caplog):
     assert "created with a default value" not in caplog.text
 
 
+def test_play_steps_the_one_time_cursor_to_the_end_and_stops():
+    import ui.inputs_pipeline as ip
+
+    at = run()
+    at.slider(key="cursor").set_value(10.0).run()
+    at.button(key="cursor_play").click().run()  # AppTest follows every step's rerun: Play runs to the end
+    assert at.slider(key="cursor").value == 100.0 and not at.session_state[ip._PLAYING]
+    assert next(b.label for b in at.button if b.key == "cursor_play") == "▶ Play"
+    gantt, _ = figures(at)[0]
+    assert not gantt["layout"].get("shapes")  # the veil follows the same cursor: at the end, none
+    at.button(key="cursor_play").click().run()  # Play at the end starts again from the beginning, to the end
+    assert at.slider(key="cursor").value == 100.0
+    assert ip.PLAY_STEPS >= 100  # a step is at least 1 / PLAY_STEPS of the axis: Play ends, whatever the schedule
+
+
 def test_compare_mode_stacks_schedules_on_one_time_axis():
     at = run({"tf": "1", "tb": "1", "tw": "1"})
     at.multiselect(key="compare").set_value(["zb-h1", "zbv"]).run()

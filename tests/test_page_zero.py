@@ -102,9 +102,9 @@ def test_table1_reproduces_the_paper():
 def test_curve_shows_the_4x_and_8x_floors():
     spec = figure(run(), "zero_curve")
     labels = [t["name"] for t in spec["data"]]
-    assert "ZeRO-1 floor 30 GB = DP / 4" in labels  # 4 Psi = 30 GB: at most a 4x saving
-    assert "ZeRO-2 floor 15 GB = DP / 8" in labels  # 2 Psi = 15 GB: at most 8x
-    assert "GPU memory 80.0 GB" in labels and "N_d = 64" in labels
+    assert "ZeRO-1 floor 30.00 GB = DP / 4" in labels  # 4 Psi = 30 GB: at most a 4x saving
+    assert "ZeRO-2 floor 15.00 GB = DP / 8" in labels  # 2 Psi = 15 GB: at most 8x
+    assert "GPU memory 80.00 GB" in labels and "N_d = 64" in labels
     assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"
     zero3 = next(t for t in spec["data"] if t.get("name") == "ZeRO-3 (P_os+g+p)")
     assert zero3["y"][0] == pytest.approx(120) and zero3["y"][-1] < 0.01  # no floor: keeps falling with N_d
@@ -169,17 +169,31 @@ def test_offload_moves_the_optimizer_state_to_the_cpu():
 
 
 def test_activations_come_from_the_simulator():
+    from core.views import zero as zv
+
     at = run({"act": "true", "p": "4", "tab": "Activations"})
     info = next(md.value for md in at.markdown if md.value.startswith("Schedule"))
-    assert "**1f1b**" in info and "m = 8" in info and "**4**" in info  # 1F1B holds p = 4 micro-batches
-    assert any("Activations: 4 micro-batches in flight, simulated for 1f1b with p = 4, m = 8" in c.value
+    # 1F1B: the first stage's device holds p = 4 micro-batches, the last stage's one
+    assert "**1f1b**" in info and "m = 8" in info and "**4**" in info and "**1**" in info
+    assert any("the first stage holds 4 micro-batches, the last 1 (simulated for 1f1b with p = 4, m = 8)" in c.value
                for c in at.caption)
     with_1f1b = stage_rows(at)["activations [GB]"]
     assert (with_1f1b > 0).all()
     at.selectbox(key="schedule").set_value("gpipe").run()
     info = next(md.value for md in at.markdown if md.value.startswith("Schedule"))
-    assert "**gpipe**" in info and "**8**" in info  # GPipe holds all m = 8
-    assert stage_rows(at)["activations [GB]"].iloc[0] == pytest.approx(2 * with_1f1b.iloc[0])
+    assert "**gpipe**" in info and info.count("**8**") == 2  # GPipe: every stage holds all m = 8
+    one, gp = (zv.zero_view(*zv.from_inputs({**_defaults(), "act": True, "p": 4, "schedule": s})).act
+               for s in ("1f1b", "gpipe"))
+    assert gp.first_stage["total"] == pytest.approx(2 * one.first_stage["total"])  # twice the micro-batches
+    assert gp.worst == "last" and gp.peak == gp.last_stage["total"]  # ... and the last stage's fp32 logits on top
+    assert stage_rows(at)["activations [GB]"].iloc[0] == pytest.approx(gp.peak / 1e9, rel=1e-3)
+
+
+def _defaults():
+    from core.params import zero_page as zp
+    from core.params.memory import ZERO
+
+    return {k: s.default for k, s in {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.ACT}.items()}
 
 
 # --- URL: seeding, repair, refusals -------------------------------------------------------------------------
@@ -210,8 +224,10 @@ def test_invalid_url_values_fall_back_with_a_notice():
 def test_inputs_core_refuses_show_an_error_not_a_crash():
     at = run({"gpus": "10"})
     assert "exceeds the 10 available" in at.error[0].value
-    at = run({"split": "embedding-on-ends"})
+    at = run({"split": "embedding-on-ends", "model": "custom"})
     assert "embedding" in at.error[0].value
+    at = run({"split": "embedding-on-ends", "p": "4"})  # a named model knows its V x h embedding
+    assert not at.error and "embedding-on-ends split" in "".join(c.value for c in at.caption)
 
 
 def test_optional_parts_that_do_not_apply_become_notes():

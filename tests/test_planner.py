@@ -132,15 +132,16 @@ def test_memory_is_the_memory_models_stage_by_stage(llama70):
     psi = memory.params_per_rank(model.params - emb, t, p, "embedding-on-ends", emb)  # untied: output on the last
     assert row["model_state_bytes"] == pytest.approx(float(memory.model_states(psi, d, stage).total))
     layers = np.ceil(model.layers / (p * row["v"])) * row["v"]
-    shape = (model.seq, int(row["micro_batch_size"]), model.hidden, model.heads, layers)
-    tail = (t, bool(row["sequence_parallel"]), row["recompute"] if row["recompute"] != "none" else "selective",
-            model.vocab)  # Llama 3 uses flash attention: no s x s scores, like selective recompute
-    first = activations.stage_bytes(*shape, row["inflight"], *tail, first=True, last=False)
-    last = activations.stage_bytes(*shape, row["inflight_last"], *tail, first=False, last=True)
-    scores = (activations.per_layer_bytes(*shape[:4], t, bool(row["sequence_parallel"]), "none")
-              - activations.per_layer_bytes(*shape[:4], t, bool(row["sequence_parallel"]), "selective"))
+    # Llama 3 uses flash attention: no s x s scores, like selective recompute, in the layer rebuilt too
+    shape = activations.Shape(model.seq, int(row["micro_batch_size"]), model.hidden, model.heads, t,
+                              bool(row["sequence_parallel"]), row["recompute"], model.vocab, flash=True)
+    first = activations.stage_bytes(shape, layers, row["inflight"], first=True, last=False)
+    last = activations.stage_bytes(shape, layers, row["inflight_last"], first=False, last=True)
+    selective = activations.Shape(model.seq, int(row["micro_batch_size"]), model.hidden, model.heads, t,
+                                  bool(row["sequence_parallel"]), "selective")
+    assert float(shape.per_layer("none")) == float(selective.per_layer())  # flash: "none" keeps what selective keeps
     assert row["inflight"] == p and row["inflight_last"] == 1  # 1F1B: the first stage holds p, the last one
-    peak = max(first["total"] - scores, last["total"] - scores)
+    peak = max(first["total"], last["total"])
     assert row["activation_bytes"] == pytest.approx(float(peak))
     assert row["worst_stage"] == ("first" if first["total"] >= last["total"] else "last")
     total = row["states_on_gpu_bytes"] + row["zero3_working_bytes"] + row["activation_bytes"]

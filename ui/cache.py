@@ -1,14 +1,14 @@
-"""The one way pages call core: bounded, silent st.cache_data wrappers.
+"""The one way pages call core: bounded, silent st.cache_data wrappers around a page's view model.
 
-Convention (each page adds its wrappers here, or in a `ui/cache_<page>.py` of its own if it prefers):
+Each page has its wrappers in `ui/cache_<page>.py`, around the functions of its view, core.views.<page>:
 
-    from core.pipeline.simulate import simulate
+    from core.views.pipeline import PipelineParams, PipelineView, pipeline_view
     from ui.cache import cached
 
-    @cached(max_entries=64)
-    def simulated(params: PipelineParams) -> Timeline:
-        '''Cached core.pipeline.simulate for the Pipeline page.'''
-        return simulate(params)
+    @cached(max_entries=48, max_size="300MB")
+    def view(params: PipelineParams) -> PipelineView:
+        '''Cached core.views.pipeline.pipeline_view for the Pipeline page.'''
+        return pipeline_view(params)
 
 Rules:
 - A wrapper's arguments are the frozen, validated parameter dataclass (or a few plain values): they

@@ -7,9 +7,16 @@ core.pipeline.result keeps its own small cache of full results, which the on-dem
 
 from __future__ import annotations
 
-from core.pipeline.result import PipelineParams
-from core.pipeline.timeline_view import BINS, MAX_BARS
-from core.pipeline.view import PipelineView, actions_csv, nearest_runnable, pipeline_view, trace_json
+from core.views.pipeline import (
+    BINS,
+    MAX_BARS,
+    PipelineParams,
+    PipelineView,
+    actions_csv,
+    nearest_runnable,
+    pipeline_view,
+    trace_json,
+)
 from ui.cache import cached
 
 MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded

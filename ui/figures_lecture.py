@@ -35,7 +35,7 @@ def bubble_vs_m(ans: MicrobatchAnswer) -> go.Figure:
                     hovertemplate="GPipe's rule of thumb m = 4p = %{x}: %{y:.2%} idle<extra></extra>")
     fig.update_xaxes(type="log", dtick=1, title="micro-batches m (log scale)")
     fig.update_yaxes(title="idle share of the timeline", tickformat=".0%", rangemode="tozero")
-    return style(fig, f"GPipe bubble at p = {ans.p}", height=380)
+    return style(fig, f"GPipe bubble at p = {ans.p}", height=380, width=880)
 
 
 def zero_fit_curve(ans: FitAnswer) -> go.Figure:
@@ -53,9 +53,9 @@ def held_over_time(ans: OneFOneBAnswer) -> go.Figure:
                         line={"color": SCHEDULE_COLORS[sm.schedule], "width": 3},
                         hovertemplate=f"{name}, t = %{{x:g}}: %{{y:g}} held<extra></extra>")
     fig.update_xaxes(title="time (t_f = 1, t_b = 2)", rangemode="tozero")
-    fig.update_yaxes(title=f"micro-batches held on stage 0 (x {ans.gb_per_microbatch:g} GB each)",
-                     rangemode="tozero")
-    return style(fig, f"Activations held by stage 0, p = {ans.p}, m = {ans.m}", height=360)
+    fig.update_yaxes(title="micro-batches held", rangemode="tozero")
+    return style(fig, f"Activations held by stage 0, p = {ans.p}, m = {ans.m} ({ans.gb_per_microbatch:g} GB each)",
+                 height=360, width=880)
 
 
 def conventions_bars(ans: ConventionAnswer) -> go.Figure:
@@ -67,4 +67,4 @@ def conventions_bars(ans: ConventionAnswer) -> go.Figure:
                            textposition="outside", hovertemplate="%{x}: %{y:.6f}<extra></extra>"))
     fig.update_yaxes(title="bubble", rangemode="tozero", range=[0, max(values) * 1.25])
     fig.update_xaxes(type="category")
-    return style(fig, f"One bubble, two conventions (p = {ans.p}, m = {ans.m})", height=340)
+    return style(fig, f"One bubble, two conventions (p = {ans.p}, m = {ans.m})", height=340, width=880)

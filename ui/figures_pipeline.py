@@ -7,8 +7,8 @@
   image in which each device lane holds one thin stripe per kind, darker where that kind takes more of the
   time bin (hover gives every share). Colours never mix: a blend of two kinds would be a new colour the
   legend does not explain (forward + backward made a mauve that read as DualPipeV's F&B). Several
-  views stack on one shared time axis. A Play button moves the time cursor through the schedule in the
-  browser (Plotly frames), without a rerun per step.
+  views stack on one shared time axis. The time cursor is the page's one state (ui.inputs_pipeline: slider,
+  steps, Play / Pause): a figure draws the cursor it is given, and has no animation of its own.
 - memory(): micro-batches held per device over time (lines for up to MAX_LINES devices, else a
   heatmap aligned with the Gantt lanes); peaks(): peak held per device, one bar group per schedule.
 The time cursor veils everything after it in the page's background colour, so the schedule
@@ -26,7 +26,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.pipeline.timeline_view import FB, KIND_LABELS, KIND_TITLES, NUM_KINDS, Bars, Heat, TimelineView
+from core.views.pipeline import FB, KIND_LABELS, KIND_TITLES, NUM_KINDS, Bars, Heat, TimelineView
 
 # F B I W R F&B: Okabe & Ito's colour-blind-safe palette (blue, orange, vermillion, bluish green, reddish purple,
 # black). I (vermillion) against W (bluish green) differ in lightness as well as hue, unlike red against green.
@@ -60,7 +60,6 @@ def _lighter(hex_color: str, amount: float = 0.45) -> str:
 # Each kind's colour and the lighter shade of its odd chunks. F&B's second shade is a mid-dark grey: a light grey
 # would sit next to the idle lanes and, for deuteranopes, next to W's bluish green (tests/test_figures_pipeline.py).
 _SHADES = tuple((c, _lighter(c)) for c in COLORS[:-1]) + ((COLORS[-1], "#5e5e5e"),)
-MAX_FRAMES = 150  # Play: cursor positions animated in the browser (evenly chosen among the op boundaries)
 
 
 def _ink(hex_color: str) -> str:
@@ -76,39 +75,15 @@ def _lane_height(p: int, rows: int, presentation: bool) -> int:
     return int(np.clip(budget / p, 10, 60 if presentation else 46))
 
 
-class AnimatedFigure(go.Figure):
-    """A figure whose animation frames stay plain dicts, added only when it is serialised.
-
-    Plotly validates every property of every frame it holds: for the 150 cursor frames of Play that took
-    longer than building the whole Gantt, on every rerun (cProfile of a Pipeline-page slider step). Each
-    frame here is two shapes of fixed structure (_veil_shapes), so there is nothing to validate.
-    st.plotly_chart serialises a figure through to_dict().
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._raw_frames: list[dict] = []  # Plotly figures accept new attributes only with a leading underscore
-
-    def set_frames(self, frames: list[dict]) -> None:
-        self._raw_frames = frames
-
-    def to_dict(self) -> dict:
-        out = super().to_dict()
-        if self._raw_frames:
-            out["frames"] = [dict(f) for f in self._raw_frames]
-        return out
-
-
 def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None, *, presentation: bool = False,
-          veil: str = "#ffffff", play: bool = True) -> AnimatedFigure:
+          veil: str = "#ffffff") -> go.Figure:
     """Stacked timelines (one subplot per titled view) sharing one numeric time axis."""
     f = fonts(presentation)
     n = len(views)
     lane = _lane_height(max(v.p for _, v in views), n, presentation)
     heights = [v.p * lane + 30 for _, v in views]
-    fig = AnimatedFigure(make_subplots(rows=n, cols=1, shared_xaxes=True,
-                                       vertical_spacing=min(0.08, 60 / sum(heights)), row_heights=heights,
-                                       subplot_titles=[t for t, _ in views] if n > 1 else None))
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=min(0.08, 60 / sum(heights)),
+                        row_heights=heights, subplot_titles=[t for t, _ in views] if n > 1 else None)
     shown: set = set()
     for row, (_, view) in enumerate(views, start=1):
         if view.bars is not None:
@@ -133,8 +108,6 @@ def gantt(views: Sequence[tuple[str, TimelineView]], cursor: float | None = None
     fig.update_annotations(font_size=f["title"])
     if cursor is not None and cursor < span:
         _veil(fig, cursor, span, veil)
-    if play and span > 0:
-        _play(fig, np.concatenate([v.boundaries() for _, v in views]), span, veil, presentation)
     return fig
 
 
@@ -256,27 +229,6 @@ def _veil_shapes(t: float, span: float, color: str) -> list[dict]:
 def _veil(fig: go.Figure, t: float, span: float, color: str) -> None:
     for shape in _veil_shapes(t, span, color):
         fig.add_shape(**shape)
-
-
-def _play(fig: AnimatedFigure, times: np.ndarray, span: float, color: str, presentation: bool) -> None:
-    """Frames that move the cursor over `times`, and Play / Pause buttons: the animation runs in the browser."""
-    times = np.unique(np.append(times[(times > 0) & (times < span)], span))
-    if times.size > MAX_FRAMES:
-        times = times[np.linspace(0, times.size - 1, MAX_FRAMES).round().astype(int)]
-    fig.set_frames([{"name": f"{t:.6g}", "layout": {"shapes": _veil_shapes(t, span, color) if t < span else []}}
-                    for t in times])
-    each = int(np.clip(12_000 / max(1, times.size), 60, 600))  # about 12 s for the whole schedule
-    size = fonts(presentation)["base"]
-    fig.update_layout(updatemenus=[{
-        "type": "buttons", "direction": "left", "showactive": False, "x": 1.0, "xanchor": "right", "y": 1.0,
-        "yanchor": "bottom", "pad": {"b": 4}, "font": {"size": size},
-        "buttons": [
-            {"label": "▶ Play", "method": "animate",
-             "args": [None, {"frame": {"duration": each, "redraw": True}, "transition": {"duration": 0},
-                             "fromcurrent": True, "mode": "immediate"}]},
-            {"label": "❚❚ Pause", "method": "animate",
-             "args": [[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate"}]},
-        ]}])
 
 
 def memory(view: TimelineView, cursor: float | None = None, *, presentation: bool = False,

@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.cost.step_time import COLUMN, LABELS
+from core.views.planner import BREAKDOWN_COLUMNS as COLUMN
+from core.views.planner import BREAKDOWN_LABELS as LABELS
 from ui.layout import is_presentation
 
 FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
@@ -31,9 +32,15 @@ COLUMNS = {  # core column -> header with its unit, in display order
 }
 
 
+def mfu_text(mfu: float) -> str:
+    """MFU as the page prints it everywhere (the headline, the table, the recommendation): one decimal, in %."""
+    return f"{100 * mfu:.1f} %"
+
+
 def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict]:
     """(display frame, column_config) for st.dataframe: memory as a bar against the whole GPU."""
     out = frame.assign(memory_gb=units.to_gb(frame["memory_bytes"]), headroom_gb=units.to_gb(frame["headroom_bytes"]),
+                       mfu=100 * frame["mfu"],
                        reasons=frame["reasons"].map("; ".join), frameworks=frame["frameworks"].map(", ".join))
     out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
     cc = st.column_config
@@ -48,7 +55,7 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                                            "measured by the simulator."),
         COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
         COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
-        COLUMNS["mfu"]: cc.NumberColumn(format="percent", help="Model FLOPs (causal attention, no recompute) / "
+        COLUMNS["mfu"]: cc.NumberColumn(format="%.1f", help="Model FLOPs (causal attention, no recompute) / "
                                         "(step x G x dense peak of the GEMMs' precision)."),
         COLUMNS["tp_ratio"]: cc.NumberColumn(format="%.3f", help="Tensor-parallel bytes / bandwidth over a layer's "
                                                                  "FLOPs / t / rate (Megatron's 2 + 2 all-reduces)."),
@@ -141,9 +148,10 @@ def breakdown(frame: pd.DataFrame, rows: int = 10, presentation: bool | None = N
                              hovertemplate=f"{LABELS[key]}: %{{x:.3g}} s<extra></extra>"))
     return go.Figure(data=traces, layout={  # one constructor call: Plotly validates the layout once
         "barmode": "stack", "font": {"size": size},
-        "height": int((120 + 34 * len(part)) * (1.25 if presentation else 1.0)), "margin": {"t": 40, "b": 10},
+        "height": int((120 + 34 * len(part)) * (1.25 if presentation else 1.0)),
+        "margin": {"t": 90 if presentation else 70, "b": 10},
         "xaxis": {"title": {"text": "Seconds per step (the parts add up to the step time)"}},
-        "legend": {"orientation": "h", "y": -0.25}, "title": {"text": "Where the step goes: the busiest device's "
-                                                                       "operations, its bubble, then what runs "
-                                                                       "after the pipeline"},
+        "legend": {"orientation": "h", "y": -0.25},
+        "title": {"text": "Where the step goes<br><sup>the busiest device's operations, its bubble, then what runs "
+                          "after the pipeline</sup>"},
     })

@@ -15,15 +15,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.memory.states import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
+from core.views.zero import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
 from ui.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
 COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",
-          "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
+          "gathered": "#56B4E9", "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
 STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
 PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
-         ("working", "gathered layer (offloaded params)"), ("activations", "activations"))
+         ("working", "streamed layer (offloaded params)"), ("gathered", "ZeRO-3 gathered layers"),
+         ("activations", "activations"))
 EXPERT_PARTS = (("expert_params", "params", "expert parameters"), ("expert_grads", "grads", "expert gradients"),
                 ("expert_optimizer", "optimizer", "expert optimizer state"))  # hatched, in their dense colour
 UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
@@ -43,15 +44,24 @@ def font_size() -> int:
     return 22 if is_presentation() else 15
 
 
-def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool = True) -> go.Figure:
-    """Common layout: title, fonts sized for the room, legend under the plot, compact margins."""
+def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool = True, width: int = 440) -> go.Figure:
+    """Common layout: title, fonts sized for the room, legend under the plot, compact margins.
+
+    The legend sits at the bottom of the figure (container coordinates) and the bottom margin is made tall enough
+    for its rows and the x axis above it, so no legend entry lands on a tick label or the axis title, and it stays
+    inside the chart. `width`: about the chart's width on a 1280-pixel projector (half the page for the ZeRO page's
+    side-by-side charts), to count how many legend entries share a row.
+    """
     size = font_size()
+    present = is_presentation()
+    rows = _legend_rows(fig, size, width) if legend_below else 0
+    bottom = int(3.4 * size) + int(rows * 1.45 * size) + 10
     fig.update_layout(
         title={"text": title, "font": {"size": size + 3}},
         font={"size": size},
-        height=int(height * (1.25 if is_presentation() else 1.0)),
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.35 if is_presentation() else -0.3, "x": 0}
+        height=int(height * (1.25 if present else 1.0)) + (bottom if legend_below else 0),
+        margin={"l": 10, "r": 10, "t": 60, "b": bottom if legend_below else 10},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0, "xanchor": "left"}
         if legend_below else {},
         hoverlabel={"font_size": size},
     )
@@ -63,9 +73,26 @@ def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool =
     return fig
 
 
+def _legend_rows(fig: go.Figure, size: int, width: int) -> int:
+    """Rows a horizontal legend needs: entries (symbol + text, about 0.55 em a character) packed into `width`."""
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    rows, used = (1 if names else 0), 0.0
+    for name in names:
+        entry = 40 + 0.55 * (size - 1) * len(name)
+        if used and used + entry > width:
+            rows, used = rows + 1, 0.0
+        used += entry
+    return rows
+
+
 def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str = "all") -> go.Figure:
-    """Stacked bytes per GPU for DP and ZeRO 1-3, the GPU's memory as a line, and fit / no fit per bar."""
-    labels = [b.title or b.label for b in bars]
+    """Stacked bytes per GPU for DP and ZeRO 1-3, the GPU's memory as a line, and fit / no fit per bar.
+
+    The bars are labelled by stage number (DP, ZeRO-1, ...: four short labels that fit a projector's half page);
+    the ZeRO paper's names are in the hover and the table. The memory lines are legend entries, not labels on the
+    plot, where they would collide with the fit labels above the bars."""
+    labels = [b.label for b in bars]
+    titles = [b.title or b.label for b in bars]
     chosen = None if selected == "all" else STAGE_LABELS[int(selected)]
     opacity = [1.0 if chosen in (None, b.label) else 0.35 for b in bars]
     fig = go.Figure()
@@ -74,31 +101,35 @@ def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str 
         if not values.any():
             continue
         fig.add_bar(x=labels, y=to_unit(values, unit), name=name, marker={"color": COLORS[field], "opacity": opacity},
-                    hovertemplate=f"%{{x}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
+                    customdata=titles, hovertemplate=f"%{{customdata}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
     for field, colour, name in EXPERT_PARTS:
         values = np.array([getattr(b, field) for b in bars])
         if values.any():
-            fig.add_bar(x=labels, y=to_unit(values, unit), name=name,
+            fig.add_bar(x=labels, y=to_unit(values, unit), name=name, customdata=titles,
                         marker={"color": COLORS[colour], "opacity": opacity,
                                 "pattern": {"shape": "/", "fgcolor": "#ffffff", "solidity": 0.35}},
-                        hovertemplate=f"%{{x}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
-    fig.add_hline(y=to_unit(gpu_bytes, unit), line={"color": COLORS["gpu"], "width": 3},
-                  annotation_text=f"GPU memory {to_unit(gpu_bytes, unit):,.1f} {unit}",
-                  annotation_position="top right")
+                        hovertemplate=f"%{{customdata}} {name}: %{{y:,.2f}} {unit}<extra></extra>")
+    lines = [(gpu_bytes, f"GPU memory {to_unit(gpu_bytes, unit):,.2f} {unit}", {"color": COLORS["gpu"], "width": 3})]
     if usable < gpu_bytes:
-        fig.add_hline(y=to_unit(usable, unit), line={"color": COLORS["usable"], "width": 2, "dash": "dash"},
-                      annotation_text=f"usable after reserve {to_unit(usable, unit):,.1f} {unit}",
-                      annotation_position="bottom right")
+        lines.append((usable, f"usable after reserve {to_unit(usable, unit):,.2f} {unit}",
+                      {"color": COLORS["usable"], "width": 2, "dash": "dash"}))
+    for value, name, line in lines:  # across the category axis: from the first bar's left edge to the last's right
+        fig.add_scatter(x=[-0.5, len(bars) - 0.5], y=[to_unit(value, unit)] * 2, mode="lines", name=name, line=line,
+                        hoverinfo="skip", xaxis="x2")
+    line = to_unit(gpu_bytes, unit)
     for x, b in zip(labels, bars, strict=True):
         mark = "fits" if b.fits else "does not fit"
-        fig.add_annotation(x=x, y=to_unit(b.total, unit), yanchor="bottom", showarrow=False,
+        y = to_unit(b.total, unit)
+        near = 0.8 * line <= y < line  # just under the GPU line: the label would sit on the line; put it above
+        fig.add_annotation(x=x, y=line if near else y, yanchor="bottom", showarrow=False, yshift=3 if near else 0,
                            text=f"<b>{'✓' if b.fits else '✗'} {to_unit(b.total, unit):,.2f}</b><br>{mark}",
                            font={"color": "#1b7f3b" if b.fits else "#b3261e", "size": font_size() - 2})
     top = max(max(to_unit(b.total, unit) for b in bars), to_unit(gpu_bytes, unit))
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(title=f"per GPU, {UNIT_AXIS[unit]}", range=[0, top * 1.25], rangemode="tozero")
-    fig.update_xaxes(type="category")
-    return style(fig, "Memory per GPU by stage")
+    fig.update_yaxes(title=f"per GPU, {UNIT_AXIS[unit]}", range=[0, top * 1.3], rangemode="tozero")
+    style(fig, "Memory per GPU by stage")
+    fig.update_layout(barmode="stack", xaxis={"type": "category", "tickangle": 0},
+                      xaxis2={"overlaying": "x", "visible": False, "type": "linear", "range": [-0.5, len(bars) - 0.5]})
+    return fig
 
 
 def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: int | None, gpu_bytes: float,
@@ -120,10 +151,10 @@ def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: i
         if floor <= 0 or not math.isfinite(limits[s]):
             continue
         fig.add_scatter(x=ends, y=[to_unit(floor, unit)] * 2, mode="lines", hoverinfo="skip",
-                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.3g} {unit} = DP / {limits[s]:g}",
+                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.2f} {unit} = DP / {limits[s]:g}",
                         line={"color": STAGE_COLORS[s], "width": 2, "dash": "dot"})
     gpu = to_unit(gpu_bytes, unit)
-    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.1f} {unit}", hoverinfo="skip",
+    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.2f} {unit}", hoverinfo="skip",
                     line={"color": COLORS["gpu"], "width": 2, "dash": "dash"})
     low = to_unit(float(curve[f"{STAGE_KEYS[3]} [bytes]"].min()), unit)
     high = to_unit(float(curve[f"{STAGE_KEYS[0]} [bytes]"].max()), unit)
@@ -150,7 +181,7 @@ def fsdp_bars(frame: pd.DataFrame, unit: str, usable: float) -> go.Figure:
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title=f"peak per GPU, {UNIT_AXIS[unit]}")
     fig.update_yaxes(type="category", title="wrap policy")
-    return style(fig, "FSDP peak memory by wrap policy", height=340)
+    return style(fig, "FSDP peak memory by wrap policy", height=340, width=880)
 
 
 # --- display tables -----------------------------------------------------------------------------------------
@@ -165,7 +196,7 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
             "stage": b.label, "ZeRO paper": PAPER_NAMES[STAGE_KEYS.index(b.key)], "offload": b.offload,
             "params [bytes]": b.params, "grads [bytes]": b.grads,
             "optimizer [bytes]": b.optimizer, "expert states [bytes]": b.expert_params + b.expert_grads
-            + b.expert_optimizer, "gathered layer [bytes]": b.working,
+            + b.expert_optimizer, "streamed layer [bytes]": b.working, "ZeRO-3 gathered [bytes]": b.gathered,
             "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
             "CPU per node [bytes]": b.cpu_per_node, "NVMe per node [bytes]": b.nvme_per_node,
             "NVMe time per step [s]": r["nvme_seconds"], "headroom [bytes]": b.headroom,
@@ -177,7 +208,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
               "DeepSpeed CPU per node [bytes]": r.get("deepspeed_cpu_per_node", np.nan)}
              if any("deepspeed_gpu" in x for x in stages.values()) else {}))
     frame = pd.DataFrame(rows)
-    unused = [c for c in ("expert states [bytes]", "gathered layer [bytes]", "activations [bytes]",
+    unused = [c for c in ("expert states [bytes]", "streamed layer [bytes]", "ZeRO-3 gathered [bytes]",
+                          "activations [bytes]",
                           "CPU per node [bytes]",
                           "NVMe per node [bytes]", "NVMe time per step [s]") if not frame[c].any()]
     return units.frame_in(frame.drop(columns=unused), unit)
@@ -198,9 +230,20 @@ def modes_table(modes: dict[str, float], unit: str) -> pd.DataFrame:
     return in_unit(pd.DataFrame([{"mode": k, "per layer [bytes]": x} for k, x in modes.items()]), unit)
 
 
+def decimals(values, digits: int = 2) -> int:
+    """Decimals for a column: `digits`, or more where a value is small but not zero (0.0004 GB is not "0.00")."""
+    x = np.abs(np.asarray(values, dtype=float))
+    small = x[np.isfinite(x) & (x > 0)]
+    if not small.size:
+        return digits
+    return int(min(6, max(digits, 1 - math.floor(math.log10(float(small.min()))))))
+
+
 def number_format(frame: pd.DataFrame, digits: int = 2) -> dict:
-    """st.dataframe column_config: fixed decimals for every float column (strings and ints untouched)."""
-    return {c: st.column_config.NumberColumn(format="%d" if c.endswith("[params]") else f"%.{digits}f")
+    """st.dataframe column_config: decimals for every float column, enough that no small part reads 0 (strings and
+    ints untouched)."""
+    return {c: st.column_config.NumberColumn(format="%d" if c.endswith("[params]") else
+                                             f"%.{decimals(frame[c], digits)}f")
             for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
 
 

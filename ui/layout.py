@@ -20,7 +20,9 @@ from ui.widgets import spec_input
 
 APP_NAME = "Pipeline planner"
 APP_TAGLINE = "How a large model is split across GPUs: pipeline schedules, ZeRO/FSDP memory, t x p x d layouts."
-APP_ICON = ":material/view_timeline:"
+# The favicon is a file served by this server: a Material icon name would make every browser fetch its picture from
+# fonts.gstatic.com (Streamlit 1.67's frontend), which a classroom without internet waits on (issue 23 item 4).
+APP_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "favicon.png")
 PRESENTATION_CSS = Path(__file__).resolve().parent.parent / "assets" / "presentation.css"
 
 # Inputs of the frame itself (not of any engine), in the same Spec form as core's tables.

@@ -8,6 +8,34 @@ from __future__ import annotations
 from core.params.memory import MAX_ND
 from core.units import fmt_bytes
 from core.views import lecture
+from ui.tables import plural
+
+# --- words that follow their numbers ------------------------------------------------------------------------
+
+
+def pct(x: float) -> str:
+    """A share as every answer prints it (and compares it: two shares that print the same are the same)."""
+    return f"{x:.2%}"
+
+
+def verb(before: float, after: float, fmt=pct, up: str = "rises", down: str = "falls", same: str = "stays") -> str:
+    """The verb of a change, from the numbers as printed: two values that print the same have not moved."""
+    if fmt(before) == fmt(after):
+        return same
+    return up if after > before else down
+
+
+def moved(before: float, after: float, fmt=pct, up: str = "rises", down: str = "falls",
+          same: str = "stays at") -> str:
+    """'falls from 12.50% to 6.25%', 'rises from ...', or 'stays at 12.50%': the verb from the numbers as printed."""
+    word = verb(before, after, fmt, up, down, same)
+    return f"{word} {fmt(after)}" if word == same else f"{word} from {fmt(before)} to {fmt(after)}"
+
+
+def changed(before: int, after: int, more: str, fewer: str) -> str:
+    """The word for a count that grew, shrank or stayed ('deepened', 'shortened', 'kept')."""
+    return more if after > before else fewer if after < before else "kept"
+
 
 # --- practice exercises -----------------------------------------------------------------------------------
 
@@ -63,10 +91,10 @@ def a_e2(a: lecture.FitAnswer) -> str:
     if z2 is None:
         z2_text = (f"**ZeRO-2 never fits.** It still keeps the full 16-bit parameters on every GPU, a floor of "
                    f"{fmt_bytes(a.floor[2])} that no number of ranks removes, and that floor alone is more than "
-                   f"the {a.gpu_mem_gb:g} GB card.")
+                   f"the card's {fmt_bytes(a.usable)}.")
     else:
         z2_text = (f"**ZeRO-2 fits from N_d = {z2:,}**: its floor (the replicated 16-bit parameters, "
-                   f"{fmt_bytes(a.floor[2])}) is below the card's {a.gpu_mem_gb:g} GB.")
+                   f"{fmt_bytes(a.floor[2])}) is below the card's {fmt_bytes(a.usable)}.")
     z1 = "never fits" if a.smallest_nd[1] is None else f"fits from N_d = {a.smallest_nd[1]:,}"
     return (f"{z3}\n\n{z2_text}\n\nFor comparison, ZeRO-1's floor (parameters and gradients) is "
             f"{fmt_bytes(a.floor[1])}, so it {z1}; plain data parallelism needs {fmt_bytes(a.floor[0])} on "
@@ -81,15 +109,21 @@ def q_e3(p: int, m: int, gb: float) -> str:
 
 def a_e3(a: lecture.OneFOneBAnswer) -> str:
     g, o = a.gpipe, a.one_f_one_b
-    same = "exactly the same" if abs(g.bubble - o.bubble) < 1e-12 else "different"
-    return (f"**GPipe: {g.held_gb:g} GB. 1F1B: {o.held_gb:g} GB**, a saving of {a.saving_gb:g} GB on stage 0 "
-            f"(simulated: {g.held_stage0:g} against {o.held_stage0:g} micro-batches held at once).\n\n"
+    same = "exactly the same" if pct(g.bubble) == pct(o.bubble) else "different"
+    if f"{a.saving_gb:g}" == "0":
+        saving = f"the same on stage 0: with m = {a.m} no more than p = {a.p}, GPipe never holds more than 1F1B does"
+        verdict = "Here 1F1B buys nothing: there are too few micro-batches for GPipe to pile up."
+    else:
+        saving = f"a saving of {a.saving_gb:g} GB on stage 0"
+        verdict = "1F1B buys memory, not speed."
+    return (f"**GPipe: {g.held_gb:g} GB. 1F1B: {o.held_gb:g} GB**, {saving} (simulated: {g.held_stage0:g} against "
+            f"{o.held_stage0:g} micro-batches held at once).\n\n"
             "Under GPipe, stage 0 runs every forward before its first backward, so all m micro-batches wait "
             "with their activations. 1F1B starts backward passes as soon as the first micro-batch returns, "
             "which caps stage 0 at about p held micro-batches.\n\n"
-            f"The idle fraction is {same}: {g.bubble:.2%} for GPipe and {o.bubble:.2%} for 1F1B (makespans "
+            f"The idle fraction is {same}: {pct(g.bubble)} for GPipe and {pct(o.bubble)} for 1F1B (makespans "
             f"{g.makespan:g} and {o.makespan:g}). The fill and drain do not move; only the order of work between "
-            "them does. 1F1B buys memory, not speed.")
+            f"them does. {verdict}")
 
 
 def q_e4(p: int, m: int) -> str:
@@ -165,7 +199,7 @@ def a_q5(a: lecture.StageContents) -> str:
             f"of the reduced gradient and all-gathers the updated parameters: **{v['ZeRO-1']:g} Psi and "
             f"{v['ZeRO-2']:g} Psi**. Stage 3 holds no full parameters at rest, so it gathers them before the forward "
             f"and again before the backward, then reduce-scatters the gradients: **{v['ZeRO-3']:g} Psi, "
-            f"{a.stage3_over_dp:g} times** plain DP. For {a.psi:,.0f} parameters on N_d = {a.nd:,} ranks with "
+            f"{a.stage3_over_dp:g} times** plain DP. For {a.psi:,.0f} parameters on N_d = {plural(a.nd, 'rank')} with "
             f"16-bit values, each rank sends {fmt_bytes(sent['DP'])} per step under DP, ZeRO-1 and ZeRO-2, and "
             f"{fmt_bytes(sent['ZeRO-3'])} under ZeRO-3.\n\n*Units:* {a.units_note}")
 
@@ -174,8 +208,8 @@ def a_q5(a: lecture.StageContents) -> str:
 
 
 def q_r1(psi: float, n: int) -> str:
-    return (f"A **{psi:g}-billion**-parameter model is trained in mixed precision with Adam on **N = {n}** GPUs. "
-            "What is the per-GPU model-state memory under ZeRO stage 1, and under stage 3?")
+    return (f"A **{psi:g}-billion**-parameter model is trained in mixed precision with Adam on **N = "
+            f"{plural(n, 'GPU')}**. What is the per-GPU model-state memory under ZeRO stage 1, and under stage 3?")
 
 
 RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation", "full": "full recomputation"}
@@ -185,31 +219,67 @@ R1_SHAPE = ("For \"once activations are added\": the GPU and a shape for the mod
 
 def a_r1(a: lecture.StageContents, w: lecture.StatesWithActivations) -> str:
     t = {r["stage"]: r["total"] for r in a.rows}
-    head = (f"**Stage 1: {fmt_bytes(t[1])}. Stage 3: {fmt_bytes(t[3])}.** Stage 1 keeps the 16-bit parameters "
-            "and gradients whole (4 bytes per parameter) and splits only the 12 bytes of optimizer state; stage 3 "
-            f"splits all 16. Plain DP would need {fmt_bytes(t[0])}.")
+    if a.nd == 1:
+        split = ("On N = 1 GPU there is no other rank to split with: every stage keeps all 16 bytes per parameter, "
+                 "as plain DP does")
+    else:
+        split = ("Stage 1 keeps the 16-bit parameters and gradients whole (4 bytes per parameter) and splits only "
+                 f"the 12 bytes of optimizer state over the {a.nd:,} GPUs; stage 3 splits all 16")
+    head = (f"**Stage 1: {fmt_bytes(t[1])}. Stage 3: {fmt_bytes(t[3])}.** {split}. Plain DP would need "
+            f"{fmt_bytes(t[0])}.")
     gb = fmt_bytes(w.usable)
     lines = [f"- {RECOMPUTE_WORDS[mode]}: activations {fmt_bytes(x)}; stage 1 {fmt_bytes(w.totals[1][mode])} "
              f"({'fits' if w.fits[1][mode] else 'too large'}), stage 3 {fmt_bytes(w.totals[3][mode])} "
              f"({'fits' if w.fits[3][mode] else 'too large'})" for mode, x in w.activations.items()]
-    verdict = ("so stage 1 is **still too large once activations are added**"
-               if not w.fits[1]["none"] else "so at this shape stage 1 still fits with its activations")
     return (f"{head}\n\nWith activations on ({w.heads} heads, one micro-batch, against {gb} per GPU), stage 1 "
-            f"needs {fmt_bytes(w.totals[1]['none'])} without recomputation, {verdict}:\n\n" + "\n".join(lines)
-            + "\n\nStage 3 leaves room for the activations and a larger batch.")
+            f"needs {fmt_bytes(w.totals[1]['none'])} without recomputation, {_stage1_verdict(w)}:\n\n"
+            + "\n".join(lines) + f"\n\n{_stage3_verdict(w)}")
+
+
+def _stage1_verdict(w: lecture.StatesWithActivations) -> str:
+    if w.fits[1]["none"]:
+        return "so at this shape stage 1 still fits with its activations"
+    if w.states[1] > w.usable:
+        return "so stage 1 is too large already without them, and more so once activations are added"
+    return "so stage 1 is **still too large once activations are added**"
+
+
+def _stage3_verdict(w: lecture.StatesWithActivations) -> str:
+    if w.fits[3]["none"]:
+        return "Stage 3 leaves room for the activations and a larger batch."
+    fitting = [m for m in w.activations if w.fits[3][m]]
+    if fitting:
+        return f"Stage 3 fits only with {RECOMPUTE_WORDS[fitting[0]]}: the activations are what is left to cut."
+    return "Even stage 3 does not fit at this shape: more GPUs, recomputation and a pipeline are all still needed."
+
+
+def t_r2(p0: int, p1: int, m: int) -> str:
+    return "R2. " + {"deepened": "A deeper pipeline", "shortened": "A shallower pipeline",
+                     "kept": "The same pipeline"}[changed(p0, p1, "deepened", "shortened")]
 
 
 def q_r2(p0: int, p1: int, m: int) -> str:
-    return (f"A GPipe pipeline with p = {p0} stages and m = {m} micro-batches is stretched to **p = {p1}** stages "
+    how = {"deepened": "is stretched to", "shortened": "is cut down to", "kept": "keeps"}[changed(p0, p1, "deepened",
+                                                                                                   "shortened")]
+    return (f"A GPipe pipeline with p = {p0} stages and m = {m} micro-batches {how} **p = {p1}** stages "
             "while m stays the same. What is the new bubble fraction, and what else changes?")
 
 
 def a_r2(a: lecture.DeeperPipeline) -> str:
-    return (f"**{a.bubble_after:.2%} idle, against {a.bubble_before:.2%} before** (simulated). With m fixed the fill "
-            f"and drain grow with p while the useful work per device does not. Besides throughput: each device "
-            f"now holds fewer layers (less parameter and activation memory per GPU), and every micro-batch crosses "
-            f"{a.boundaries_after} stage boundaries instead of {a.boundaries_before}, each a point-to-point transfer. "
-            "Stages and micro-batches have to grow together.")
+    word = changed(a.p_before, a.p_after, "deepened", "shortened")
+    if word == "kept":
+        rest = ("Nothing else changes either: the same layers per device and the same "
+                f"{plural(a.boundaries_after, 'stage boundary', 'stage boundaries')} per micro-batch.")
+    else:
+        layers = "fewer" if word == "deepened" else "more"
+        memory = "less" if word == "deepened" else "more"
+        rest = (f"Besides throughput: each device now holds {layers} layers ({memory} parameter and activation memory "
+                f"per GPU), and every micro-batch crosses {a.boundaries_after} stage boundaries instead of "
+                f"{a.boundaries_before}, each a point-to-point transfer.")
+    grow = ("With m fixed the fill and drain grow with p while the useful work per device does not. " if word ==
+            "deepened" else "With m fixed the fill and drain shrink with p. " if word == "shortened" else "")
+    return (f"**{pct(a.bubble_after)} idle, against {pct(a.bubble_before)} before** (simulated): the bubble "
+            f"{moved(a.bubble_before, a.bubble_after)}. {grow}{rest} Stages and micro-batches have to grow together.")
 
 
 Q_R3 = "Why does ZeRO stage 2 keep plain DP's communication volume, while stage 3 needs more?"
@@ -224,9 +294,18 @@ def a_r4(a: lecture.StageContents) -> str:
     t = {r["stage"]: r["total"] for r in a.rows}
     return ("FSDP shards storage, not computation: every GPU still runs the whole forward and backward on its own "
             "data, so the FLOPs per GPU are the same as under DDP, and the same step time is the expected result. "
-            f"What changed is memory: for the {a.psi:,.0f}-parameter model on N = {a.nd} GPUs, model states drop "
-            f"from **{fmt_bytes(t[0])}** (DDP) to **{fmt_bytes(t[3])}** (full sharding) per GPU. The payoff is a "
-            "model, a batch or a sequence length that did not fit before.")
+            + _r4_memory(a, t[0], t[3]))
+
+
+def _r4_memory(a: lecture.StageContents, ddp: float, sharded: float) -> str:
+    if verb(ddp, sharded, fmt_bytes) == "stays":
+        return (f"Here, on N = {plural(a.nd, 'GPU')}, memory did not change either: model states stay at "
+                f"**{fmt_bytes(sharded)}** per GPU" + (" (there is no other rank to shard with)" if a.nd == 1 else "")
+                + ". FSDP pays off from two GPUs on, the more the larger the model.")
+    return (f"What changed is memory: for the {a.psi:,.0f}-parameter model on N = {plural(a.nd, 'GPU')}, model "
+            f"states {verb(ddp, sharded, fmt_bytes, 'grow', 'drop')} from **{fmt_bytes(ddp)}** (DDP) to "
+            f"**{fmt_bytes(sharded)}** (full sharding) per GPU. The payoff is a model, a batch or a sequence length "
+            "that did not fit before.")
 
 
 A_R5 = ("Collectives have a fixed cost per call. Gathering hundreds of small tensors one by one would pay it hundreds "
@@ -235,13 +314,34 @@ A_R5 = ("Collectives have a fixed cost per call. Gathering hundreds of small ten
         "high and the bookkeeping simple.")
 
 
+def t_r6(p: int, m0: int, m1: int) -> str:
+    word = changed(m0, m1, "more", "fewer")
+    if word == "kept":
+        return "R6. The same micro-batches"
+    return "R6. " + ("Many more" if word == "more" and m1 >= 2 * m0 else "More" if word == "more" else "Fewer") \
+        + " micro-batches"
+
+
 def q_r6(p: int, m0: int, m1: int) -> str:
-    return (f"A GPipe pipeline with **p = {p}** raises its micro-batch count from **m = {m0}** to **m = {m1}**. What "
-            "happens to the bubble, and what does the formula not show?")
+    how = {"more": "raises its micro-batch count", "fewer": "lowers its micro-batch count",
+           "kept": "keeps its micro-batch count"}[changed(m0, m1, "more", "fewer")]
+    count = f"at **m = {m1}**" if m0 == m1 else f"from **m = {m0}** to **m = {m1}**"
+    return (f"A GPipe pipeline with **p = {p}** {how} {count}. What happens to the bubble, and what does the "
+            "formula not show?")
 
 
 def a_r6(a: lecture.MoreMicrobatches) -> str:
-    return (f"**The bubble falls from {a.bubble_before:.2%} to {a.bubble_after:.2%}** (simulated). What the formula "
-            f"hides is memory: GPipe keeps every micro-batch's activations until the backward, so stage 0 now holds "
-            f"**{a.held_after:g}** micro-batches instead of {a.held_before:g}, unless activations are recomputed "
-            "(more compute) or the schedule is 1F1B (at most about p held).")
+    head = f"**The bubble {moved(a.bubble_before, a.bubble_after)}** (simulated)."
+    word = changed(a.m_before, a.m_after, "more", "fewer")
+    if word == "kept":
+        return head + (f" Nothing moves: stage 0 holds the same **{a.held_after:g}** micro-batches. What the formula "
+                       "would hide when m changes is memory: GPipe keeps every micro-batch's activations until the "
+                       "backward.")
+    if word == "more":
+        return head + (f" What the formula hides is memory: GPipe keeps every micro-batch's activations until the "
+                       f"backward, so stage 0 now holds **{a.held_after:g}** micro-batches instead of "
+                       f"{a.held_before:g}, unless activations are recomputed (more compute) or the schedule is 1F1B "
+                       "(at most about p held).")
+    return head + (f" What the formula hides is memory, the other way round: GPipe keeps every micro-batch's "
+                   f"activations until the backward, so stage 0 now holds only **{a.held_after:g}** micro-batches "
+                   f"instead of {a.held_before:g}. Fewer micro-batches buy memory with a larger bubble.")

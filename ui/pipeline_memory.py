@@ -8,14 +8,19 @@ from dataclasses import replace
 
 import streamlit as st
 
-from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import VIEW
-from core.pipeline.compare import FRONTIER_OPS, Match, frontier, match_memory
-from core.pipeline.derivations import CONVENTION_WORDS, explain
-from core.pipeline.result import PipelineParams
-from core.pipeline.schedules import REGISTRY
-from core.pipeline.view import PipelineView
+from core.views.pipeline import (
+    CONVENTION_WORDS,
+    FRONTIER_OPS,
+    Match,
+    PipelineParams,
+    PipelineView,
+    equal_memory,
+    explain,
+    frontier,
+    match_memory,
+)
 from ui import figures_memory
 from ui.cache import cached
 from ui.figures_pipeline import modebar_config
@@ -51,25 +56,9 @@ def _match(params: PipelineParams, name: str) -> Match:
 
 
 def matched(params: PipelineParams, others: list[str]) -> tuple[dict[str, PipelineParams], list[dict], list[str]]:
-    """Each compared schedule at the m (and v) holding the main schedule's activation memory."""
-    chosen, rows, refused = {}, [], []
-    try:
-        _match(params, params.schedule)  # the reference itself must run (its own refusal is shown above)
-    except InputError:
-        return chosen, rows, refused
-    for name in others:
-        try:
-            mt = _match(params, name)
-        except InputError as exc:
-            refused.append(f"{name}: {exc}")
-            continue
-        if mt.params is None:
-            refused.append(f"{name}: {mt.note}")
-            continue
-        chosen[name] = mt.params
-        rows.append({"schedule": name, "m": mt.params.m, "v": mt.params.v if REGISTRY[name].chunks == "v" else None,
-                     "micro-batch size (x this one's)": mt.scale, "activation memory": mt.memory})
-    return chosen, rows, refused
+    """core.views.pipeline.equal_memory with the cached matches: each compared schedule at the m (and v) holding
+    the main schedule's activation memory."""
+    return equal_memory(params, others, _match)
 
 
 def equal_memory_notes(rows: list[dict], refused: list[str], target: float) -> None:

@@ -14,6 +14,13 @@ from typing import Any
 DASH = "—"
 
 
+def plural(n: float, one: str, many: str | None = None, bold: bool = False) -> str:
+    """'1 GPU', '16 GPUs', '1.5 micro-batches': the noun follows the number as printed (bold: the number in **)."""
+    text = f"{n:,}" if isinstance(n, int) else f"{n:,.4g}"
+    number = f"**{text}**" if bold else text
+    return f"{number} {one if text == '1' else many or one + 's'}"
+
+
 def percent(x: float) -> str:
     return f"{100 * x:.2f} %"
 

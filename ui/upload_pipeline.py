@@ -4,32 +4,19 @@ cannot hold it); everything else about the numbers is core's (core.pipeline.trac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import streamlit as st
 
 from core.errors import InputError
-from core.pipeline.result import PipelineParams
-from core.pipeline.timeline_view import BINS, MAX_BARS, TimelineView, timeline_view
-from core.pipeline.trace_import import MAX_BYTES, simulate_actions
+from core.views.pipeline import MAX_BYTES, Imported, PipelineParams
+from core.views.pipeline import imported as timed_table
 from ui import figures_pipeline as figs
 from ui.cache import cached
 
 
-@dataclass(frozen=True)
-class Imported:
-    summary: dict
-    timeline: TimelineView
-    p: int
-    m: int
-    v: int
-
-
 @cached(max_entries=8, max_size="100MB")
 def imported(text: str, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
-    result = simulate_actions(text, tf, tb, tw, tcomm)
-    s = result.schedule
-    return Imported(result.summary(), timeline_view(result.timeline, MAX_BARS, BINS), s.p, s.m, s.v)
+    """Cached core.views.pipeline.imported (an upload is timed once per file and costs)."""
+    return timed_table(text, tf, tb, tw, tcomm)
 
 
 def action_table_section(params: PipelineParams, present: bool, veil: str) -> None:

@@ -110,6 +110,21 @@ def spec_input(spec: Spec, *, container: Any = None, widget: str | None = None, 
         return spec.default
 
 
+def grid(values: dict[str, Any], specs: Mapping[str, Spec], keys: Iterable[str], width: int) -> None:
+    """The inputs of `keys` in rows of `width` columns, their values into `values`. Switches (bool specs) go in rows
+    of their own, half as many a row: a switch's label sits beside it and is cut, not wrapped, when its column is
+    narrow (on a 1280-pixel projector, in presentation mode)."""
+    keys = list(keys)
+    boxes = [k for k in keys if specs[k].kind != "bool"]
+    toggles = [k for k in keys if specs[k].kind == "bool"]
+    for group, n in ((boxes, width), (toggles, max(1, width // 2))):
+        if not group:
+            continue
+        cols = st.columns(n)
+        for i, key in enumerate(group):
+            values[key] = spec_input(specs[key], container=cols[i % n])
+
+
 def peek(specs: Mapping[str, Spec], keys: Iterable[str] | None = None) -> dict[str, Any]:
     """The values the widgets of `keys` will return in this run, known before they exist.
 

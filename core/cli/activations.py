@@ -11,8 +11,7 @@ import argparse
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
-from core.memory import activations, fit
-from core.memory import states as memory
+from core.memory import activations, fit, per_gpu
 from core.params.memory import ACTIVATIONS
 from core.units import GB, GIB
 
@@ -49,13 +48,16 @@ def inflight_from(values: dict, schedule_given: bool) -> tuple[float, str]:
 def run(args: argparse.Namespace) -> int:
     values = spec_args.collect(args, ACTIVATIONS)
     inflight, source = inflight_from(values, args.schedule is not None)
-    result = activations.report(values["seq"], values["mb"], values["hidden"], values["heads"], values["layers"],
-                                values["p"], inflight, values["t"], values["sequence_parallel"],
-                                values["recompute"], values["vocab"], values["cp"], values["fp8"])
+    shape = activations.Shape(values["seq"], values["mb"], values["hidden"], values["heads"], values["t"],
+                              values["sequence_parallel"], values["recompute"], values["vocab"], values["cp"],
+                              values["fp8"], values["flash"])
+    result = activations.report(shape, values["layers"], values["p"], inflight)
     result["inflight_source"] = source
-    if values["params"] is not None:
-        psi = memory.params_per_rank(values["params"], values["t"], values["p"])
-        states = memory.model_states(psi, values["nd"], values["zero_stage"]).total
+    if values["params"] is not None:  # the one memory function's model states (even t x p split, Adam, mixed)
+        model = per_gpu.ModelMemory(dense_params=values["params"], layers=values["layers"], hidden=values["hidden"],
+                                    heads=values["heads"], seq=values["seq"], vocab=values["vocab"])
+        layout = per_gpu.Layout(t=values["t"], p=values["p"], d=values["nd"], zero=values["zero_stage"])
+        states = per_gpu.model_state_parts(per_gpu.MemoryConfig(model, layout)).states_on_gpu
         usable = fit.usable_bytes(values["gpu_mem"])
         result["together"] = fit.together(states, result["peak"], usable)
     if args.json:
@@ -74,7 +76,8 @@ def _human(values: dict, r: dict) -> str:
     lines = [
         f"Activations per GPU: s={values['seq']}, b={values['mb']}, h={values['hidden']}, a={values['heads']}, "
         f"L={values['layers']}, t={values['t']} ({sp} sequence parallelism), cp={values['cp']}, "
-        f"recompute {values['recompute']}{', FP8 activations' if values['fp8'] else ''}",
+        f"recompute {values['recompute']}{', FP8 activations' if values['fp8'] else ''}"
+        f"{', flash attention' if values['flash'] else ''}",
         f"{r['layers_per_stage']:g} layers per stage (p = {values['p']}), {r['inflight']:g} micro-batches in flight "
         f"({r['inflight_source']}). Units: GB = 1e9 bytes, GiB = 2^30 bytes.",
         "",

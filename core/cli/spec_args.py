@@ -20,7 +20,7 @@ def add(parser: argparse.ArgumentParser, spec: Spec, *flags: str) -> None:
     unit = f" [{spec.unit}]" if spec.unit else ""
     text = f"{spec.label or spec.key}{unit}. {spec.help} Allowed: {spec.describe_range()}; default {default}."
     text = text.replace("%", "%%")
-    if spec.kind == "bool":
+    if spec.kind == "bool":  # --flag alone is true; --flag true|false as in a URL (a default-true switch can be unset)
         parser.add_argument(*flags, dest=spec.key, nargs="?", const="true", default=None, metavar="true|false",
                             help=text)
     else:

@@ -1,22 +1,34 @@
-"""`python -m core zero`: model-state bytes per GPU under DP and ZeRO 1-3, offload, communication, fit."""
+"""`python -m core zero`: model-state bytes per GPU under DP and ZeRO 1-3, offload, communication, fit.
+
+With `--model NAME` (a preset's architecture; default custom: the typed --params) and `--act` it also prints what
+the ZeRO page shows with 'Add activations and working buffers' on: each stage's bytes per GPU with the activations
+of the fuller end stage and ZeRO-3's gathered layers, from the same function and inputs (core.memory.per_gpu
+through core.views.zero), so the page's number, the planner row that links to it and this line agree.
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.cost.comm import volume_units_note
 from core.memory import states as memory
+from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.units import GB, GIB
 from core.views import zero as zero_report
 
-SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p")}
+SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": ("-v", "--v"), "mb": ("-b", "--mb")}
+# The page's model and GPU pickers, "custom" by default on the command line (the typed --params, --gpu-mem); the
+# activation inputs and the custom model's shape.
+PAGE = {k: replace(zero_page.PAGE[k], default="custom") for k in ("model", "gpu")} | {"act": zero_page.PAGE["act"]}
+MORE = {**PAGE, **zero_page.ACT, **zero_page.CUSTOM, **zero_page.MOE}
 
 
 def build(parser: argparse.ArgumentParser) -> None:
-    for spec in ZERO.values():
+    for spec in (*ZERO.values(), *MORE.values()):
         spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
     parser.add_argument("--presets", action="store_true", help="List the optimizer presets and their byte counts.")
     parser.add_argument("--json", action="store_true",
@@ -26,12 +38,38 @@ def build(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.presets:
         return _print_presets(args.json)
-    report = zero_report.build(ZeroParams(**spec_args.collect(args, ZERO)))
-    if args.json:
-        print_json(report.as_json())
+    values = spec_args.collect(args, {**ZERO, **MORE})
+    if values["model"] == "custom" and values["gpu"] == "custom" and not values["act"]:
+        report = zero_report.build(ZeroParams(**{k: values[k] for k in ZERO}))  # the paper's accounting, typed
+        view = None
     else:
-        print(_human(report))
+        q, shape, act = zero_report.from_inputs({**{k: s.default for k, s in zero_page.CUSTOM.items()}, **values})
+        view = zero_report.zero_view(q, shape, act)
+        report = replace(view.report, stages={k: r for k, r in view.report.stages.items()
+                                              if q.stage == "all" or k == memory.STAGE_KEYS[int(q.stage)]})
+    if args.json:
+        print_json(report.as_json() | ({"per_gpu": _per_gpu(view)} if view is not None and view.act else {}))
+    else:
+        print(_human(report) + (_with_activations(view) if view is not None and view.act else ""))
     return 0
+
+
+def _per_gpu(view) -> dict:
+    """Each stage's bytes per GPU as the page draws them with activations and working buffers on."""
+    parts = ("params", "grads", "optimizer", "expert_params", "expert_grads", "expert_optimizer", "working",
+             "gathered", "activations", "total", "headroom", "fits")
+    return {b.key: {k: getattr(b, k) for k in parts} for b in view.bars}
+
+
+def _with_activations(view) -> str:
+    a = view.act
+    rows = [[memory.stage_title(i), _gb(b.total - b.activations - b.gathered), _gb(b.gathered), _gb(b.activations),
+             _gb(b.total), "yes" if b.fits else "no"] for i, b in enumerate(view.bars)]
+    return ("\n\nWith activations and working buffers (as the ZeRO page and the planner count them): "
+            f"{a.schedule}, p = {a.p}, m = {a.m}; the first stage holds {a.inflight:g} "
+            f"micro-batch{'' if a.inflight == 1 else 'es'}, the last {a.inflight_last:g}; peak on the {a.worst} "
+            "stage.\n"
+            + render(["stage", "states GB", "ZeRO-3 gathered GB", "activations GB", "per GPU GB", "fits"], rows))
 
 
 def _print_presets(as_json: bool) -> int:
@@ -111,5 +149,5 @@ def _human(report: zero_report.ZeroReport) -> str:
                              f"{r['deepspeed_gpu'] / GIB:.2f} GiB per GPU, {r['deepspeed_cpu_per_node'] / GIB:.2f} GiB "
                              "per node (DeepSpeed prints these GiB as 'GB'); without offload "
                              f"{r['deepspeed_formula']}.")
-    lines.append("Model states only: activations and buffers come on top (python -m core activations ...).")
+    lines.append("Model states only: activations and buffers come on top (--act, or python -m core activations ...).")
     return "\n".join(lines)

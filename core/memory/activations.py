@@ -14,7 +14,8 @@ values (Megatron-LM's context_parallel guide: "the activation memory footprint p
 smaller"), so every s b h term is divided by c; ring attention's K/V buffers come on top
 (core.memory.context_parallel). Context parallelism runs on fused (flash) attention kernels (Transformer
 Engine in Megatron-LM, SDPA's flash/efficient kernels in PyTorch), which never store the a s^2 scores: with
-c > 1 the 5 a s^2 b term is absent whatever the recompute setting, as under selective recompute.
+c > 1 the 5 a s^2 b term is absent whatever the recompute setting, as under selective recompute; so is it for a
+model trained with flash attention (`flash`), whose one layer rebuilt by recomputation has no scores either.
 FP8 (Transformer Engine) saves the inputs of the four linear layers in one byte: the QKV and first-MLP inputs
 (2 s b h each, replicated), the attention projection input (2 s b h) and the second-MLP input (8 s b h), so
 10 -> 8 replicated and 24 -> 19 sharded.
@@ -26,6 +27,8 @@ formula: it depends on the schedule.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -49,19 +52,24 @@ def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
 
 
 def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
-                    fp8=False, parallel=False) -> np.ndarray:
+                    fp8=False, flash=False) -> np.ndarray:
     """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank (and one
-    context-parallel rank: divided by cp). parallel: a parallel attention + MLP block."""
-    s, b, h = _spec_number("seq", seq), _spec_number("mb", mb), _spec_number("hidden", hidden)
-    a, t = _spec_number("heads", heads), _spec_number("t", t)
-    cp, fp8 = _cp_fp8(cp, fp8)
-    sp = np.asarray(sequence_parallel, dtype=bool)
-    mode = validate.choice_codes("recompute", recompute, RECOMPUTE_MODES)
+    context-parallel rank: divided by cp). flash: fused attention, which never stores the a s^2 scores. A parallel
+    attention + MLP block: Shape(..., parallel=True).per_layer()."""
+    return _per_layer(Shape(seq, mb, hidden, heads, t, sequence_parallel, recompute, 0, cp, fp8, flash))
+
+
+def _per_layer(a: Shape) -> np.ndarray:
+    s, b, h = _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size), _spec_number("hidden", a.hidden)
+    heads, t = _spec_number("heads", a.heads), _spec_number("t", a.t)
+    cp, fp8 = _cp_fp8(a.cp, a.fp8)
+    sp = np.asarray(a.sequence_parallel, dtype=bool)
+    mode = validate.choice_codes("recompute", a.recompute, RECOMPUTE_MODES)
     sbh = s * b * h
-    replicated = np.where(fp8, *(REPLICATED_PARALLEL if parallel else REPLICATED)[::-1])
+    replicated = np.where(fp8, *(REPLICATED_PARALLEL if a.parallel else REPLICATED)[::-1])
     sharded = np.where(fp8, SHARDED[1], SHARDED[0])
-    scores = (mode == 0) & (cp == 1)  # the a s^2 scores: stored only by unfused attention, never under CP
-    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * a * s / (h * t), 0.0)
+    scores = (mode == 0) & (cp == 1) & ~np.asarray(a.flash, dtype=bool)  # a s^2: unfused attention only, never CP
+    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * heads * s / (h * t), 0.0)
     full = 2.0 / np.where(sp, t, 1.0)
     return sbh * np.where(mode == 2, full, kept) / cp
 
@@ -87,9 +95,28 @@ def layers_per_stage(layers, p) -> np.ndarray:
     return np.ceil(_spec_number("layers", layers) / _spec_number("p", p))
 
 
-def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence_parallel=False,
-                recompute="none", vocab=0, first=True, last=True, cp=1, fp8=False,
-                parallel=False) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Shape:
+    """What a layer's activations depend on (scalars or arrays that broadcast: the planner passes candidates)."""
+
+    seq: object
+    micro_batch_size: object
+    hidden: object
+    heads: object
+    t: object = 1
+    sequence_parallel: object = False
+    recompute: object = "none"
+    vocab: object = 0  # 0 leaves the output layer out
+    cp: object = 1
+    fp8: object = False
+    flash: object = False
+    parallel: bool = False  # a parallel attention + MLP block (GPT-J, GPT-NeoX, PaLM)
+
+    def per_layer(self, recompute=None) -> np.ndarray:
+        return _per_layer(self if recompute is None else replace(self, recompute=recompute))
+
+
+def stage_bytes(a: Shape, layers_on_stage, inflight, first=True, last=True) -> dict[str, np.ndarray]:
     """Peak activation bytes of one stage on one tensor-parallel rank, by term.
 
     layers: per-layer bytes x layers on the stage x micro-batches in flight; embedding (first stage) and
@@ -98,12 +125,13 @@ def stage_bytes(seq, mb, hidden, heads, layers_on_stage, inflight, t=1, sequence
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
-    per_layer = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8, parallel)
-    none = per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, "none", cp, fp8, parallel)
+    per_layer = a.per_layer()
+    none = a.per_layer("none")
+    b, h, t, sp, cp = a.micro_batch_size, a.hidden, a.t, a.sequence_parallel, a.cp
     out = {
         "layers": per_layer * n_layers * inflight,
-        "embedding": np.where(first, embedding_bytes(seq, mb, hidden, t, sequence_parallel, cp) * inflight, 0.0),
-        "output": np.where(last, output_bytes(seq, mb, hidden, vocab, t, sequence_parallel, cp) * inflight, 0.0),
+        "embedding": np.where(first, embedding_bytes(a.seq, b, h, t, sp, cp) * inflight, 0.0),
+        "output": np.where(last, output_bytes(a.seq, b, h, a.vocab, t, sp, cp) * inflight, 0.0),
         "recompute_buffer": np.where(n_layers > 0, none - per_layer, 0.0),
     }
     out["total"] = out["layers"] + out["embedding"] + out["output"] + out["recompute_buffer"]
@@ -131,8 +159,7 @@ def modes_table(seq, mb, hidden, heads, t=1, cp=1, fp8=False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def report(seq, mb, hidden, heads, layers, p, inflight, t=1, sequence_parallel=False, recompute="none",
-           vocab=0, cp=1, fp8=False) -> dict:
+def report(a: Shape, layers, p, inflight) -> dict:
     """Per-layer bytes, every mode for comparison, and the first and last stage's peak by term.
 
     With p = 1 the single stage carries both the embedding and the output terms. With p > 1 the last stage
@@ -140,20 +167,20 @@ def report(seq, mb, hidden, heads, layers, p, inflight, t=1, sequence_parallel=F
     one), because the simulator reports the maximum over devices.
     """
     n = layers_per_stage(layers, p)
-    common = (seq, mb, hidden, heads, n, inflight, t, sequence_parallel, recompute, vocab)
     single = int(_spec_number("p", p)) == 1
-    first = stage_bytes(*common, first=True, last=single, cp=cp, fp8=fp8)
-    last = None if single else stage_bytes(*common, first=False, last=True, cp=cp, fp8=fp8)
+    first = stage_bytes(a, n, inflight, first=True, last=single)
+    last = None if single else stage_bytes(a, n, inflight, first=False, last=True)
 
     def as_float(d):
         return {k: float(v) for k, v in d.items()}
 
     return {
-        "per_layer": float(per_layer_bytes(seq, mb, hidden, heads, t, sequence_parallel, recompute, cp, fp8)),
+        "per_layer": float(a.per_layer()),
         "layers_per_stage": float(n),
         "inflight": float(_spec_number("inflight", inflight)),
         "modes": {r["mode"]: r["per layer [bytes]"]
-                  for r in modes_table(seq, mb, hidden, heads, t, cp, fp8).to_dict("records")},
+                  for r in modes_table(a.seq, a.micro_batch_size, a.hidden, a.heads, a.t, a.cp, a.fp8).to_dict(
+                      "records")},
         "first_stage": as_float(first),
         "last_stage": None if last is None else as_float(last),
         "peak": float(max(first["total"], last["total"])) if last is not None else float(first["total"]),

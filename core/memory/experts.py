@@ -26,7 +26,7 @@ import numpy as np
 
 from core import validate
 from core.memory.states import COMPONENTS, SHARDED_FROM, States, check_stage
-from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PSI, MAX_TP
+from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PSI
 
 DENSE_MLP_SBH = (16.0, 12.0)  # Korthikanti's dense MLP internals (GeLU input + second-GEMM input), BF16 / FP8
 
@@ -47,19 +47,6 @@ def expert_data_parallel(t, d, cp, ep, etp) -> np.ndarray:
     t, d, cp, ep, etp = (validate.number(n, x, 1, MAX_ND, integer=True)
                          for n, x in (("t", t), ("d", d), ("cp", cp), ("ep", ep), ("etp", etp)))
     return t * d * cp / (ep * etp)
-
-
-def moe_states(dense_rank, expert_stage, t, d, cp, ep, etp, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0,
-               expert_param_bytes=None) -> dict[str, States]:
-    """Per-GPU states split into `dense` and `expert`: dense_rank parameters already divided by t (and placed on
-    the stage), expert_stage = routed-expert parameters of the whole stage (divided here by ep x etp).
-    expert_param_bytes: weight bytes of the experts when they differ from the dense part's (FP8 GEMM weights)."""
-    etp = validate.number("etp", etp, 1, MAX_TP, integer=True)
-    dense = sharded_states(dense_rank, np.asarray(d) * np.asarray(cp), stage, k, param_bytes, grad_bytes)
-    ebytes = param_bytes if expert_param_bytes is None else expert_param_bytes
-    expert = sharded_states(np.asarray(expert_stage) / (np.asarray(ep) * etp),
-                            expert_data_parallel(t, d, cp, ep, etp), stage, k, ebytes, grad_bytes)
-    return {"dense": dense, "expert": expert}
 
 
 def moe_layers_on_stage(model, p) -> np.ndarray:
@@ -102,16 +89,18 @@ def experts_per_gpu(model, ep) -> int:
 
 
 def min_nd(dense_rank, expert_rank, ep, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0,
-           other_bytes=0.0) -> float:
+           other_bytes=0.0, ep_share=None) -> float:
     """Smallest N_d (a multiple of ep) at which dense states sharded over N_d plus expert states sharded over
-    N_d / ep fit in `usable`; inf when the replicated parts alone do not fit. expert_rank: experts on one GPU.
-    From  R (D + E) + S (D + E ep) / N_d + other <= usable, R and S the stage's replicated and sharded bytes."""
+    N_d / ep_share fit in `usable`; inf when the replicated parts alone do not fit. expert_rank: experts on one GPU;
+    ep_share = ep x etp / t (ep with Megatron's default etp = t).
+    From  R (D + E) + S (D + E ep_share) / N_d + other <= usable, R and S the stage's replicated and sharded bytes."""
     from core.memory.states import split_coefficients
 
     replicated, sharded = (float(x) for x in split_coefficients(stage, k, param_bytes, grad_bytes))
     ep = int(validate.number("ep", ep, 1, MAX_ND, integer=True))
+    share = float(ep if ep_share is None else ep_share)
     room = float(usable) - float(other_bytes) - replicated * (dense_rank + expert_rank)
-    need = sharded * (dense_rank + expert_rank * ep)
+    need = sharded * (dense_rank + expert_rank * share)
     if need <= 0:
         return float(ep) if room >= 0 else math.inf
     if room <= 0:

@@ -14,7 +14,6 @@ import pandas as pd
 
 from core import validate
 from core.errors import InputError
-from core.memory import activations
 from core.memory.offload import placement, supported
 from core.memory.states import (
     STAGE_KEYS,
@@ -22,7 +21,6 @@ from core.memory.states import (
     check_nd,
     check_psi,
     model_states,
-    params_per_rank,
     split_coefficients,
 )
 from core.params.memory import MAX_GPU_MEM_GB, MAX_GPUS, MAX_ND, MAX_PP, MAX_TP
@@ -132,19 +130,3 @@ def together(states_bytes, activation_bytes, usable) -> dict:
     acts = float(validate.number("activation_bytes", activation_bytes, 0, 1e18))
     return {"states": states, "activations": acts, "total": states + acts, "usable": float(usable),
             "fits_states_only": states <= float(usable), "fits": states + acts <= float(usable)}
-
-
-def layout_memory(psi, t, p, nd, stage, seq, mb, hidden, heads, layers, inflight, usable, sequence_parallel=False,
-                  recompute="none", vocab=0, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> dict[str, np.ndarray]:
-    """Per-GPU bytes of many candidate layouts in one vectorised call: model states (even t x p split, ZeRO
-    over N_d) plus the peak activations of the first or last stage, whichever is larger (both evaluated with
-    `inflight` micro-batches, which the caller takes from the pipeline simulator), and whether it fits."""
-    states = model_states(params_per_rank(psi, t, p), nd, stage, k, param_bytes, grad_bytes).total
-    n = activations.layers_per_stage(layers, p)
-    single = np.asarray(p) == 1
-    common = (seq, mb, hidden, heads, n, inflight, t, sequence_parallel, recompute, vocab)
-    first = activations.stage_bytes(*common, first=True, last=single)["total"]
-    last = activations.stage_bytes(*common, first=False, last=True)["total"]
-    acts = np.maximum(first, np.where(single, first, last))
-    total = states + acts
-    return {"states": states, "activations": acts, "total": total, "fits": total <= np.asarray(usable)}

@@ -34,7 +34,9 @@ def gemm_share(model, experts: bool = False) -> float:
 
 def param_bytes(model, fp8: bool, experts: bool = False) -> float:
     """Average weight bytes per parameter of the dense part (or of the routed experts)."""
-    if not fp8:
-        return OTHER_WEIGHT_BYTES
-    share = gemm_share(model, experts)
+    return share_bytes(gemm_share(model, experts)) if fp8 else OTHER_WEIGHT_BYTES
+
+
+def share_bytes(share: float) -> float:
+    """Average FP8-training weight bytes per parameter when `share` of them are GEMM weights."""
     return share * GEMM_WEIGHT_BYTES + (1.0 - share) * OTHER_WEIGHT_BYTES

@@ -67,13 +67,21 @@ def fsdp_peak(psi, nd, layers, block_params, policy: str = "block", min_params=N
     nd = check_nd(nd)
     root, unit, count = units(psi, layers, block_params, policy, min_params)
     sharded = float(model_states(psi, nd, 3, k, param_bytes, grad_bytes).total)
-    pb, gb = float(param_bytes), float(grad_bytes)
-    # worst moment: backward of the largest inner unit (plus the prefetched next one), or of the root
-    inner = (unit * pb * (1 + (bool(prefetch) and count > 1)), unit * gb)
-    outer = (0.0, root * gb)
-    gathered, grads = inner if sum(inner) >= sum(outer) else outer
-    peak = sharded + pb * root + gathered + grads
-    return FsdpPeak(sharded, pb * root, gathered, grads, peak, unit if count else root, count)
+    gathered, grads = (float(x) for x in unsharded(root, unit, count, param_bytes, grad_bytes, prefetch)[1:])
+    peak = sharded + float(param_bytes) * root + gathered + grads
+    return FsdpPeak(sharded, float(param_bytes) * root, gathered, grads, peak, unit if count else root, count)
+
+
+def unsharded(root, unit, count, param_bytes=2.0, grad_bytes=2.0, prefetch: bool = True):
+    """(root parameters, gathered unit parameters, unsharded gradients) in bytes at the worst moment: the
+    backward of the largest inner unit (plus the prefetched next one), or of the root. Arrays broadcast: the
+    planner asks it for every ZeRO-3 candidate at once (core.memory.per_gpu)."""
+    root, unit, count = np.asarray(root, dtype=float), np.asarray(unit, dtype=float), np.asarray(count)
+    pb, gb = np.asarray(param_bytes, dtype=float), np.asarray(grad_bytes, dtype=float)
+    inner = (unit * pb * (1 + (bool(prefetch) & (count > 1))), unit * gb)
+    outer_grads = root * gb
+    take_inner = inner[0] + inner[1] >= outer_grads
+    return pb * root, np.where(take_inner, inner[0], 0.0), np.where(take_inner, inner[1], outer_grads)
 
 
 def wrap_comparison(psi, nd, layers, block_params, min_params, prefetch: bool = True, k=12.0,

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from core.errors import InputError
 
 MAX_TEXT = 200  # longest raw string any input accepts (URL values, CLI lists)
@@ -95,6 +97,8 @@ def _number(spec: Spec, raw: Any, integer: bool) -> float | int:
 
 
 def _choice(spec: Spec, raw: Any) -> Any:
+    if isinstance(raw, bool | np.bool_):  # a tri-state such as auto|true|false takes a plain boolean too
+        raw = "true" if raw else "false"
     for c in spec.choices:
         if raw == c or (isinstance(raw, str) and raw.lower() == str(c).lower()):
             return c

@@ -24,7 +24,7 @@ MAX_GPU_MEM_GB = 100_000.0  # one device's memory, GB = 1e9 bytes
 MAX_BANDWIDTH_GBS = 1e6  # GB/s per rank
 
 OPTIMIZER_NAMES = ("adam", "adam-8bit", "sgd-momentum", "sgd")
-PRECISIONS = ("mixed", "fp32")
+PRECISIONS = ("mixed", "fp32", "fp8")
 SPLITS = ("even", "embedding-on-ends")
 OFFLOADS = ("none", "optimizer", "optimizer+params", "nvme")
 STAGE_CHOICES = ("all", "0", "1", "2", "3")
@@ -42,7 +42,9 @@ ZERO = table(
     Spec("optimizer", "choice", "adam", choices=OPTIMIZER_NAMES, label="Optimizer",
          help="Sets the optimizer-state bytes per parameter together with the precision (see the preset table)."),
     Spec("precision", "choice", "mixed", choices=PRECISIONS, label="Precision",
-         help="mixed: 16-bit weights and gradients plus a 32-bit master copy; fp32: 32-bit everything, no copy."),
+         help="mixed: 16-bit weights and gradients plus a 32-bit master copy; fp32: 32-bit everything, no copy; "
+              "fp8: mixed with FP8 GEMMs (Transformer Engine): one-byte GEMM weights and linear-layer inputs, the "
+              "embedding, output layer and norms stay 16-bit (core.memory.fp8)."),
     Spec("k", "float", None, 0.0, MAX_BYTES_PER_PARAM, label="Optimizer bytes per parameter K", unit="bytes",
          help="Overrides the preset's K (12 for mixed-precision Adam). Empty = take it from the preset."),
     Spec("t", "int", 1, 1, MAX_TP, label="Tensor-parallel degree t",
@@ -82,10 +84,17 @@ ZERO = table(
          help="Each GPU holds 1/ep of every MoE layer's routed experts; ep divides N_d (Megatron folds it into "
               "the data-parallel ranks), and ZeRO shards the experts' states over the N_d / ep ranks holding "
               "the same experts."),
+    Spec("etp", "int", 0, 0, MAX_TP, label="Expert tensor-parallel degree etp",
+         help="Ranks that split each expert (0 = t, Megatron-LM's default; 1 keeps every expert whole on one GPU): "
+              "a GPU holds 1/(ep x etp) of a stage's routed experts, sharded by ZeRO over t x N_d / (ep x etp)."),
     Spec("largest_layer", "int", 0, 0, MAX_PSI, label="Largest layer", unit="parameters",
          help="Parameters of the largest single module: DeepSpeed's stage-3 estimate gathers it in full, and "
               "so does ZeRO-Infinity when the parameters are offloaded. 0 on the ZeRO page with a named model: "
               "that model's (its embedding V x h, or one MLP matrix h x f when wider)."),
+    Spec("reshard", "bool", True, label="ZeRO-3 reshards after forward",
+         help="On: ZeRO-3 frees each block's gathered parameters after its forward and gathers them again for the "
+              "backward (DeepSpeed stage 3, FSDP reshard_after_forward=True). Off: the stage's parameters stay "
+              "gathered from forward to backward (FSDP2 reshard_after_forward=False: one gather less, more memory)."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
@@ -105,6 +114,9 @@ ACTIVATIONS = table(
     Spec("t", "int", 1, 1, MAX_TP, label="Tensor-parallel degree t"),
     Spec("cp", "int", 1, 1, MAX_CP, label="Context-parallel degree c",
          help="Each rank keeps s / c tokens of every sequence (Megatron-LM CP, ring attention): all activations / c."),
+    Spec("flash", "bool", False, label="Flash attention",
+         help="Fused attention kernels (FlashAttention, cuDNN, SDPA) keep no a s^2 scores: 34 s b h + 5 a s^2 b -> "
+              "34 s b h per layer, as selective recomputation gives."),
     Spec("fp8", "bool", False, label="FP8 activations",
          help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
               "34 -> 27 s b h per layer."),
@@ -183,6 +195,8 @@ class ZeroParams:
     largest_layer: int = ZERO["largest_layer"].default
     expert_params: int = ZERO["expert_params"].default
     ep: int = ZERO["ep"].default
+    etp: int = ZERO["etp"].default
+    reshard: bool = ZERO["reshard"].default
     deepspeed: bool = ZERO["deepspeed"].default
     deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
 

@@ -12,6 +12,8 @@ from dataclasses import replace
 
 from core.params import Spec, catalog, table
 from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP
+from core.params.model import MODEL
+from core.params.planner import PLAN
 
 PAPER_MODEL_KEY = "zero-7.5b"  # the page opens on the ZeRO paper's 7.5B model ...
 DEFAULT_GPU_KEY = "h100-80gb"  # ... on a named 80 GB GPU (the custom GPU's defaults are 80 GB too)
@@ -30,9 +32,11 @@ PAGE = table(
     Spec("gpu", "choice", DEFAULT_GPU_KEY, choices=(*catalog.gpu_keys(), "custom"), label="GPU",
          help="A datasheet GPU sets the memory, GPUs per node and the per-GPU network bandwidth; custom lets "
               "you type them."),
-    Spec("act", "bool", False, label="Add activations",
-         help="Add the peak activations of the most loaded pipeline stage (Korthikanti et al. 2022), with the "
-              "micro-batches in flight measured by the pipeline simulator."),
+    Spec("act", "bool", False, label="Add activations and working buffers",
+         help="Everything else a GPU holds while training, as the planner counts it (core.memory.per_gpu): the "
+              "peak activations of the fuller end stage (Korthikanti et al. 2022), with the micro-batches in flight "
+              "measured by the pipeline simulator, and ZeRO-3's gathered layers (one block and the next, "
+              "prefetched). Off: model states only, the ZeRO paper's accounting."),
     Spec("unit", "choice", "GB", choices=UNITS, label="Unit",
          help="GB = 1e9 bytes (papers, vendors); GiB = 2^30 bytes (what DeepSpeed and nvidia-smi print)."),
     Spec("tab", "choice", TABS[0], choices=TABS, label="Section", help="The detail section on screen."),
@@ -43,16 +47,25 @@ def _paper_default(spec: Spec, key: str) -> Spec:
     return replace(spec, default=spec.parse(_paper_model()[key]))
 
 
-# The custom model's shape, starting at the ZeRO paper's 7.5B model.
+# The custom model's shape, starting at the ZeRO paper's 7.5B model; the MoE inputs count when expert_params > 0.
 CUSTOM = table(
     _paper_default(ACTIVATIONS["hidden"], "hidden"),
     _paper_default(ACTIVATIONS["heads"], "heads"),
+    _paper_default(MODEL["kv_heads"], "kv_heads"),
     _paper_default(ACTIVATIONS["layers"], "layers"),
-    _paper_default(ACTIVATIONS["seq"], "seq"),
+    _paper_default(MODEL["ffn"], "ffn"),
     _paper_default(ACTIVATIONS["vocab"], "vocab"),
+    _paper_default(MODEL["tied"], "tied"),
+    ACTIVATIONS["flash"],
     FSDP["block_params"],
 )
-ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")))
+MOE = table(*(MODEL[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")))
+SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s", unit="tokens",
+           help="0 = the model's own (a named model's; 2,048 for the custom model, the ZeRO paper's 7.5B); a number "
+                "trains it at that length, as the planner's `seq` does.")
+CUSTOM_SEQ = _paper_model()["seq"]
+ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")), SEQ,
+            PLAN["moe_capacity"])
 WRAP = table(FSDP["min_params"], FSDP["prefetch"])
 DEMO = table(
     replace(EQUIVALENCE["ranks"], hi=16),

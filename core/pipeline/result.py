@@ -71,7 +71,9 @@ class PipelineParams:
             return stages.check_split(self.layers_per_stage, n)
         if self.layers:
             if self.layers < n:
-                raise InputError(f"{self.layers} layers cannot fill {n} stages (p x chunks); raise layers or lower p/v")
+                fewer = "p or v" if REGISTRY[self.schedule].chunks == "v" else "p"
+                raise InputError(f"{self.layers} layers cannot fill {n} stages (p x chunks); raise layers or lower "
+                                 f"{fewer}")
             return stages.split_layers(self.layers, n, self.first_stage_layers, self.last_stage_layers)
         if self.first_stage_layers or self.last_stage_layers or self.embed_time or self.head_time \
                 or self.embed_memory or self.head_memory:

@@ -1,9 +1,9 @@
 """Context and expert parallelism in the planner: which cp and ep a search covers, and what they add to each
 candidate's memory and step time.
 
-core.planner.plan calls these at four points (the degrees it enumerates, the model states, the activations, the
-step time), so the t x p x d machinery stays as it was and a dense model at cp = 1 is scored exactly as before.
-The numbers come from core.memory (experts, context_parallel, fp8) and core.cost (expert_comm, ring_attention,
+core.planner.plan calls these for the degrees it enumerates, the bytes per parameter and the step time; the memory
+of the experts and of ring attention is the one memory function's (core.memory.per_gpu, through
+core.planner.rank_memory). The numbers come from core.memory (fp8) and core.cost (expert_comm, ring_attention,
 precision_peak); the rules that exclude a candidate are core.planner.cp_ep_rules, each with its reason.
 
 Placement (Megatron-LM's order, tensor innermost): a context-parallel group spans t x cp consecutive ranks, a data-
@@ -18,10 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from core.cost import collective, expert_comm, precision_peak, ring_attention
-from core.memory import experts as moe_memory
 from core.memory import fp8 as fp8_bytes
-from core.memory.context_parallel import ring_buffer_bytes
-from core.memory.offload import placement
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
 from core.planner.factors import divisors
 
@@ -80,47 +77,6 @@ def dense_bytes_per_param(model, bpp, fp8: bool):
 
 def expert_param_bytes(model, fp8: bool) -> float:
     return fp8_bytes.param_bytes(model, fp8, experts=True)
-
-
-def expert_states(model, bpp, c: dict, fp8: bool) -> dict[str, np.ndarray]:
-    """Routed experts on one GPU of the fullest stage: parameters / (ep x etp), their states sharded over
-    expert-dp (core.memory.experts), what stays on the GPU after offload, and the ZeRO-3 gather of one MoE layer's
-    local experts. Zero for a dense model."""
-    n = c["t"].size
-    zeros = {k: np.zeros(n) for k in ("expert_rank", "expert_group", "expert_state_bytes", "expert_on_gpu_bytes",
-                                      "expert_working_bytes")}
-    if not model.is_moe:
-        zeros["expert_group"] = np.ones(n)
-        return zeros
-    ebytes = fp8_bytes.param_bytes(model, fp8, experts=True)
-    kw = {**bpp.kwargs(), "param_bytes": ebytes}
-    stage = moe_memory.moe_layers_on_stage(model, c["p"]) * moe_memory.expert_params_per_layer(model)
-    rank = stage / (c["ep"] * c["etp"])
-    group = np.maximum(c["t"] * c["d"] * c["cp"] // np.maximum(c["ep"] * c["etp"], 1), 1)
-    states = moe_memory.sharded_states(rank, group, c["zero"], **kw).total
-    on_gpu = np.array(states, dtype=float)
-    for code, mode in ((1, "optimizer"), (2, "optimizer+params")):
-        sel = c["offload"] == code
-        if sel.any():
-            on_gpu[sel] = placement(rank[sel], group[sel], c["zero"][sel], mode, **kw).gpu_total
-    layer = moe_memory.expert_params_per_layer(model) / (c["ep"] * c["etp"])
-    working = np.where(c["zero"] == 3, 2.0 * layer * (kw["param_bytes"] + kw["grad_bytes"]), 0.0)  # with prefetch
-    return {"expert_rank": rank, "expert_group": group, "expert_state_bytes": states, "expert_on_gpu_bytes": on_gpu,
-            "expert_working_bytes": working}
-
-
-def extra_activations(model, c: dict, inflight: np.ndarray, rows: np.ndarray, capacity: float,
-                      fp8: bool) -> np.ndarray:
-    """Beyond core.memory.activations' dense layers: the MoE layers' expert activations on the fullest stage for
-    the micro-batches in flight, and ring attention's transient K/V buffers (NaN outside `rows`)."""
-    out = np.full(c["t"].size, np.nan)
-    if rows.any():
-        t, cp, b = c["t"][rows], c["cp"][rows], c["b"][rows]
-        moe = moe_memory.moe_extra_bytes(model, b, t, cp, capacity, fp8, c["recompute_name"][rows])
-        n_moe = moe_memory.moe_layers_on_stage(model, c["p"][rows]) if model.is_moe else 0.0
-        ring = ring_buffer_bytes(model.seq, b, model.hidden, model.heads, model.kv_heads, t, cp)
-        out[rows] = moe * n_moe * inflight[rows] + ring
-    return out
 
 
 # ----------------------------------------------------------------------------------------------------- time

@@ -83,7 +83,7 @@ def plan(q: PlannerParams) -> PlanResult:
     # Memory before simulating: with one micro-batch in flight (no schedule holds fewer) a candidate that does not
     # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
     # infeasible ones get the simulator's numbers only when another candidate needed the same key.
-    mem = _states(model, bpp, dense_bpp, c, fp8)
+    mem = _states(model, bpp, c, fp8)
     one, n = np.ones(c.size), c.size
     floor = mem.fixed + rank_memory.activations(model, c, one, one, np.zeros(n, dtype=bool), split_ok.sized, fp8,
                                                 a.moe_capacity)[0]
@@ -149,21 +149,17 @@ def _batch_split(q: PlannerParams, c: grid.Candidates, model, gpu) -> tuple[grid
 class _Memory:
     """Model states per GPU (dense + routed experts) and what they need beside the activations."""
 
-    states: dict  # core.planner.rank_memory.states, experts added
-    experts: dict  # core.planner.cp_ep.expert_states
+    states: dict  # core.planner.rank_memory.states: dense and routed experts (core.memory.per_gpu)
+    experts: dict  # the same record's routed-expert keys (expert_rank, expert_group, expert_state_bytes)
 
     @property
     def fixed(self) -> np.ndarray:
         return self.states["states_on_gpu_bytes"] + self.states["zero3_working_bytes"]
 
 
-def _states(model, bpp, dense_bpp, c: grid.Candidates, fp8: bool) -> _Memory:
-    st = rank_memory.states(model, dense_bpp, c)
-    ex = cp_ep.expert_states(model, bpp, c, fp8)  # routed experts over ep (zero for a dense model)
-    for key, more in (("model_state_bytes", "expert_state_bytes"), ("states_on_gpu_bytes", "expert_on_gpu_bytes"),
-                      ("zero3_working_bytes", "expert_working_bytes")):
-        st[key] = st[key] + ex[more]
-    return _Memory(st, ex)
+def _states(model, bpp, c: grid.Candidates, fp8: bool) -> _Memory:
+    st = rank_memory.states(model, bpp, c, fp8)  # dense and routed experts: core.memory.per_gpu, as everywhere
+    return _Memory(st, st)
 
 
 def _times(s: Setting, c: grid.Candidates, costs, sims: dict, mem: _Memory, ok: np.ndarray,

@@ -1,7 +1,10 @@
-"""What a page or a command shows when it needs several domains at once: the ZeRO page's view (memory, its
-communication, activations with simulated in-flight counts) and the lecture's answers, computed live.
+"""Each page's view model: everything a page shows for one parameter set, as plain data (numbers, tables, the
+data of each figure). Pages and ui/ reach core only through these modules (and core.params, core.errors,
+core.units): the ZeRO page's view (memory, its communication, activations with simulated in-flight counts), the
+Planner's (PlanView, downloads from its plan, the links to the other pages), the Pipeline page's seam into the
+pipeline domain, and the lecture's answers, computed live.
 
-May import: params, model, pipeline, memory, cost and the top-level basics (not planner, not cli).
+May import: params, model, pipeline, memory, cost, planner and the top-level basics (not cli).
 """
 
 import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names the pages' inputs read

@@ -82,7 +82,9 @@ def build(name: str, p: int, m: int, v: int = 2, iterations: int = 1, recompute:
         raise InputError(f"{name} needs m >= {entry.min_m(p)} for p = {p}; got m = {m}")
     n = estimated_ops(name, p, m, v, iterations, recompute)
     if n > MAX_OPS:
-        raise InputError(f"{name} with p={p}, m={m}, v={v}, iterations={iterations} is {n:,} operations; "
-                         f"the limit is {MAX_OPS:,} (lower m, v or iterations)")
+        takes_v = entry.chunks == "v"  # name v only to a schedule that takes it (PipeDream, 1F1B do not)
+        shape = f"p={p}, m={m}" + (f", v={v}" if takes_v else "") + f", iterations={iterations}"
+        raise InputError(f"{name} with {shape} is {n:,} operations; the limit is {MAX_OPS:,} (lower m"
+                         + (", v" if takes_v else "") + " or iterations)")
     s = entry.make(p, m, v, iterations) if entry.streams else repeat_iterations(entry.make(p, m, v), iterations)
     return with_recompute(s) if recompute else s

@@ -1,0 +1,372 @@
+"""The one memory function: a configuration's bytes on one GPU, with its parts.
+
+    per_gpu(MemoryConfig(model=ModelMemory.of(model), layout=Layout(t=8, p=4, d=2, zero=1), ...))
+
+Every page and command that shows memory for a configuration asks this function (the planner, vectorised over its
+candidates, through core.planner.rank_memory; the ZeRO page and `python -m core zero` through core.views.zero;
+`python -m core activations` for its activation part), so the planner's row and the ZeRO page it links to show
+one number made of the same parts:
+
+- parameters, gradients, optimizer state on the GPU of the most loaded pipeline stage: the dense weights split
+  over t x p (the embedding on the first stage, the output layer on the last, an untied one as its own matrix),
+  their states under ZeRO over the d x cp ranks (Megatron's dp-cp group), with offload (core.memory.offload);
+  FP8 GEMM weights take one byte (core.memory.fp8);
+- the routed experts of a mixture-of-experts model over ep x etp, their states sharded over expert-dp
+  (core.memory.experts);
+- the working set: ZeRO-3's gathered layers (one transformer block, the next prefetched, as FSDP's per-block
+  wrap: core.memory.fsdp; the whole stage when it is not resharded after the forward; with parameters offloaded
+  ZeRO-Infinity streams the largest module instead) and ZeRO-3's gathered experts (one MoE layer's local experts,
+  the next prefetched);
+- activations of each end stage for the micro-batches it holds (the pipeline simulator's counts, taken as
+  inputs), with flash attention, sequence parallelism, recomputation, context parallelism, FP8, the micro-batch
+  size, the MoE layers' expert activations and ring attention's buffers (core.memory.activations,
+  core.memory.experts, core.memory.context_parallel); the worse end stage is the one reported.
+
+Every field of the layout, the training settings and the in-flight counts may be an array (they broadcast), so the
+planner asks once for 100,000 candidates; the ZeRO page asks with the four ZeRO stages as one array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from core import validate
+from core.memory import activations as act
+from core.memory import experts as moe
+from core.memory import fp8 as fp8_bytes
+from core.memory.context_parallel import ring_buffer_bytes
+from core.memory.fsdp import unsharded
+from core.memory.offload import PARAM_OFFLOADS, placement
+from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
+from core.memory.states import params_per_rank as split_params
+from core.model import counts
+from core.model.blocks import MoeConfig
+from core.params.memory import MAX_PSI
+
+
+@dataclass(frozen=True)
+class ModelMemory:
+    """What memory needs of a model: its parameters by kind and the shape its activations follow.
+
+    `ModelMemory.of(config)` reads a core.model ModelConfig (a preset, or the planner's custom model); the ZeRO
+    page's own custom model (Psi and a shape) is built field by field. expert_params > 0 over moe_layers makes a
+    mixture-of-experts model (its other parameters are dense_params); `moe`, the router's shape, adds the experts'
+    activations.
+    """
+
+    dense_params: float  # everything that is not a routed expert: attention, dense and shared MLPs, embeddings
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int = 0  # 0: no output layer in the activations
+    kv_heads: int = 0  # 0: as many as heads
+    ffn: int = 0  # 0: 4 h
+    embedding: float = 0.0  # parameters of one V x h matrix, placed on the end stages; 0: split evenly
+    tied: bool = True  # the output layer is a copy of the embedding (else a matrix of its own)
+    layer_params: float = 0.0  # ZeRO-3's gathered unit: one transformer block's dense parameters (all t ranks)
+    largest_module: float = 0.0  # ZeRO-Infinity's streamed unit: the largest module's parameters (0: nothing)
+    flash_attention: bool = False
+    parallel_block: bool = False  # parallel attention + MLP blocks (GPT-J, GPT-NeoX, PaLM): fewer kept inputs
+    gemm_share: float = 1.0  # share of the dense parameters that are GEMM weights (one byte under FP8)
+    expert_params: float = 0.0  # routed-expert parameters of the whole model
+    moe: MoeConfig | None = None
+    moe_layers: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params"):
+            validate.number(name, getattr(self, name), 0, MAX_PSI)
+        if not self.kv_heads:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if not self.ffn:
+            object.__setattr__(self, "ffn", 4 * self.hidden)
+        if not self.layer_params:
+            object.__setattr__(self, "layer_params", block_params(self.dense_params, self.embedding, self.tied,
+                                                                  self.layers))
+
+    @property
+    def is_moe(self) -> bool:
+        """Routed experts to place (their activations need `moe`, the router's shape, too)."""
+        return self.expert_params > 0 and self.moe_layers > 0
+
+    @classmethod
+    def of(cls, model, embedding: float | None = None) -> ModelMemory:
+        """A core.model ModelConfig's memory shape; embedding = 0 splits it evenly over t x p (the ZeRO page's
+        'even' split), None places its V x h embedding on the end stages (the planner's placement)."""
+        vh = float(model.vocab * model.hidden)
+        dense = float(model.dense_params)
+        return cls(dense_params=dense, layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
+                   vocab=model.vocab, kv_heads=model.kv_heads, ffn=model.ffn,
+                   embedding=vh if embedding is None else float(embedding), tied=model.tied,
+                   layer_params=block_params(dense, vh, model.tied, model.layers),
+                   largest_module=float(counts.largest_module_params(model)),
+                   flash_attention=model.flash_attention, parallel_block=model.parallel_block,
+                   gemm_share=fp8_bytes.gemm_share(model),
+                   expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers)
+
+
+def block_params(dense, embedding, tied: bool, layers: int) -> float:
+    """One transformer block's dense parameters: what is not embedding or output layer, over the layers (all of
+    it when the embeddings would take more than the count)."""
+    body = float(dense) - float(embedding) * (1 if tied else 2)
+    return (body if body > 0 else float(dense)) / layers
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the ranks are split (scalars or arrays): G = t x p x d x cp; ep x etp regroup the t x d x cp ranks of a
+    stage for the MoE layers (etp 0: = t, Megatron's default); chunks per device (interleaved v, V shapes 2)."""
+
+    t: object = 1
+    p: object = 1
+    d: object = 1
+    cp: object = 1
+    ep: object = 1
+    etp: object = 0
+    chunks: object = 1
+    zero: object = 0  # ZeRO stage 0-3
+    offload: object = "none"  # core.params.memory.OFFLOADS, one name or an array of names
+    reshard: object = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
+
+
+@dataclass(frozen=True)
+class Training:
+    micro_batch_size: object = 1
+    sequence_parallel: object = False
+    recompute: object = "none"
+    fp8: bool = False  # FP8 GEMMs: one-byte GEMM weights and linear-layer inputs
+    bytes_per_param: BytesPerParam = ADAM_MIXED  # optimizer and precision (FP8 changes the weights' bytes)
+    moe_capacity: float = 1.0
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Micro-batches each end stage holds at its peak (the pipeline simulator's counts), and whether the last
+    stage sits on the first device (V-shaped schedules), which then holds both ends."""
+
+    first: object = 1.0
+    last: object = 1.0
+    last_on_first: object = False
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    model: ModelMemory
+    layout: Layout = field(default_factory=Layout)
+    training: Training = field(default_factory=Training)
+    inflight: InFlight = field(default_factory=InFlight)
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """Bytes on one GPU by part (arrays shaped like the layout's broadcast)."""
+
+    params: np.ndarray  # dense parameters, gradients and optimizer state left on the GPU
+    grads: np.ndarray
+    optimizer: np.ndarray
+    expert_params: np.ndarray  # the routed experts' share, on the GPU
+    expert_grads: np.ndarray
+    expert_optimizer: np.ndarray
+    working: np.ndarray  # ZeRO-Infinity's streamed module, when the parameters are offloaded
+    gathered: np.ndarray  # ZeRO-3's gathered blocks (one, the next prefetched) and one MoE layer's local experts
+    activations: np.ndarray
+    worst_stage: np.ndarray  # "first" or "last": the end stage whose activations are counted
+    states: np.ndarray  # every model-state byte of this GPU's share, wherever it lives (GPU, CPU, NVMe)
+    expert_states: np.ndarray
+    cpu: np.ndarray  # model-state bytes offloaded to CPU memory, per GPU
+    nvme: np.ndarray  # ... and to NVMe, per GPU
+    psi_rank: np.ndarray  # dense parameters on this GPU, before ZeRO
+    expert_rank: np.ndarray  # routed-expert parameters on this GPU, before ZeRO
+    expert_group: np.ndarray  # the ranks ZeRO shards the experts' states over
+
+    @property
+    def states_on_gpu(self) -> np.ndarray:
+        return sum(getattr(self, c) + getattr(self, f"expert_{c}") for c in COMPONENTS)
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.states_on_gpu + self.working + self.gathered + self.activations
+
+
+def per_gpu(cfg: MemoryConfig) -> GpuMemory:
+    """A configuration's bytes on one GPU: model states (dense and experts, after offload), the working set and
+    the worse end stage's activations."""
+    s = model_state_parts(cfg)
+    acts, worst = activation_bytes(cfg)
+    shape = np.broadcast(s.psi_rank, acts).shape
+    parts = {f.name: np.broadcast_to(getattr(s, f.name), shape) for f in fields(GpuMemory)}
+    return GpuMemory(**parts | {"activations": np.broadcast_to(acts, shape), "worst_stage": np.broadcast_to(worst,
+                                                                                                          shape)})
+
+
+# --------------------------------------------------------------------------------------------- model states
+
+def dense_split(m: ModelMemory, t, p) -> tuple[np.ndarray, np.ndarray]:
+    """(dense parameters on one GPU of the most loaded stage, one gathered block per TP rank). The V x h embedding
+    sits on the first stage, the output layer on the last (a tied copy, or its own matrix, which leaves the
+    body); a count smaller than the embeddings is split evenly."""
+    t, p = np.asarray(t), np.asarray(p)
+    matrices = 1 if m.tied else 2
+    layer = np.asarray(m.layer_params / t, dtype=float)
+    if m.embedding == 0 or m.embedding * matrices >= m.dense_params:
+        return np.asarray(m.dense_params / (t * p), dtype=float), layer
+    body = np.where((p > 1) & (not m.tied), m.dense_params - m.embedding, m.dense_params)
+    return np.asarray(split_params(body, t, p, "embedding-on-ends", m.embedding), dtype=float), layer
+
+
+def dense_bytes(cfg: MemoryConfig) -> dict[str, float]:
+    """Bytes per parameter of the dense part (FP8 GEMM weights take one byte, the rest two)."""
+    kw = cfg.training.bytes_per_param.kwargs()
+    return {**kw, "param_bytes": fp8_bytes.share_bytes(cfg.model.gemm_share)} if cfg.training.fp8 else kw
+
+
+def expert_bytes(cfg: MemoryConfig) -> dict[str, float]:
+    """Bytes per parameter of the routed experts (all GEMM weights)."""
+    kw = cfg.training.bytes_per_param.kwargs()
+    return {**kw, "param_bytes": fp8_bytes.share_bytes(1.0)} if cfg.training.fp8 else kw
+
+
+def _placed(psi, group, zero, offload, kw: dict, streamed=0.0) -> dict[str, np.ndarray]:
+    """Offload per mode (a few modes over many candidates): GPU components, streamed working, CPU, NVMe."""
+    psi, group, zero, offload = np.broadcast_arrays(psi, group, zero, np.asarray(offload, dtype=object))
+    streamed = np.broadcast_to(streamed, psi.shape)
+    out = {c: np.zeros(psi.shape) for c in (*COMPONENTS, "working", "cpu", "nvme")}
+    for mode in set(offload.ravel().tolist()):
+        sel = offload == mode
+        pl = placement(psi[sel], group[sel], zero[sel], mode, largest_layer=streamed[sel], **kw)
+        for c in COMPONENTS:
+            out[c][sel] = pl.gpu[c]
+        out["working"][sel], out["cpu"][sel], out["nvme"][sel] = pl.working, pl.cpu_total, pl.nvme_total
+    return out
+
+
+def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
+    """Dense and expert model states of one GPU after offload, and the working set (activations left at 0)."""
+    m, lay = cfg.model, cfg.layout
+    dense_kw, expert_kw = dense_bytes(cfg), expert_bytes(cfg)
+    t, p, zero = np.asarray(lay.t), np.asarray(lay.p), np.asarray(lay.zero)
+    group = np.asarray(lay.d) * np.asarray(lay.cp)  # the dense weights' ZeRO group: d x cp
+    psi_rank, layer = dense_split(m, t, p)
+    shape = np.broadcast(psi_rank, group, zero, np.asarray(lay.offload, dtype=object)).shape
+    psi_rank = np.broadcast_to(psi_rank, shape)
+    states = model_states(psi_rank, group, zero, **dense_kw).total
+    streamed = np.asarray(m.largest_module) / t
+    dense = _placed(psi_rank, group, zero, lay.offload, dense_kw, streamed)
+    params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
+    gathered = np.where((zero == 3) & ~params_off, _gathered_blocks(m, psi_rank, layer, p, dense_kw), 0.0)
+    # FSDP2's reshard_after_forward=False: the stage's parameters stay gathered from the forward to the backward
+    kept = psi_rank * dense_kw["param_bytes"] * (1 - 1 / group) + layer * dense_kw["grad_bytes"]
+    gathered = np.where((zero == 3) & ~np.asarray(lay.reshard, dtype=bool), kept, gathered)
+    ex = {k: np.broadcast_to(x, shape) for k, x in _expert_states(cfg, expert_kw).items()}
+    return GpuMemory(
+        params=dense["params"], grads=dense["grads"], optimizer=dense["optimizer"],
+        expert_params=ex["params"], expert_grads=ex["grads"], expert_optimizer=ex["optimizer"],
+        working=dense["working"] + ex["working"], gathered=gathered + ex["gathered"], activations=np.zeros(shape),
+        worst_stage=np.full(shape, "first", dtype=object), states=states + ex["states"], expert_states=ex["states"],
+        cpu=dense["cpu"] + ex["cpu"], nvme=dense["nvme"] + ex["nvme"], psi_rank=psi_rank, expert_rank=ex["rank"],
+        expert_group=ex["group"])
+
+
+def _gathered_blocks(m: ModelMemory, psi_rank, layer, p, kw: dict) -> np.ndarray:
+    """ZeRO-3's unsharded bytes beyond the shards: each block of the stage a unit, the next one prefetched, the
+    rest of the stage's parameters (embedding, norms) the root (core.memory.fsdp.unsharded: FSDP's per-block wrap)."""
+    layer = np.broadcast_to(layer, psi_rank.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.where(layer > 0, np.floor(psi_rank / np.where(layer > 0, layer, 1.0)), 1.0)
+    blocks = np.maximum(1.0, np.minimum(np.ceil(m.layers / np.asarray(p)), fit))
+    root = np.maximum(psi_rank - blocks * layer, 0.0)
+    parts = unsharded(root, layer, blocks, kw["param_bytes"], kw["grad_bytes"], prefetch=True)
+    return parts[0] + parts[1] + parts[2]
+
+
+def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
+    """The routed experts on one GPU of the fullest stage: parameters / (ep x etp), states sharded over expert-dp,
+    offloaded as the dense ones are, and ZeRO-3's gather of one MoE layer's local experts (prefetched)."""
+    m, lay = cfg.model, cfg.layout
+    zeros = {k: 0.0 for k in (*COMPONENTS, "states", "working", "gathered", "cpu", "nvme", "rank")} | {"group": 1.0}
+    if not m.is_moe:
+        return zeros
+    t, ep = np.asarray(lay.t), np.asarray(lay.ep)
+    etp = np.where(np.asarray(lay.etp) > 0, lay.etp, t)
+    per_layer = moe.expert_params_per_layer(m)
+    rank = moe.moe_layers_on_stage(m, lay.p) * per_layer / (ep * etp)
+    group = np.maximum(t * np.asarray(lay.d) * np.asarray(lay.cp) // np.maximum(ep * etp, 1), 1)
+    zero = np.asarray(lay.zero)
+    states = moe.sharded_states(rank, group, zero, **kw).total
+    placed = _placed(rank, group, zero, lay.offload, kw)
+    layer = per_layer / (ep * etp)
+    gathered = np.where(zero == 3, 2.0 * layer * (kw["param_bytes"] + kw["grad_bytes"]), 0.0)  # with prefetch
+    return {**{c: placed[c] for c in COMPONENTS}, "states": states, "working": placed["working"],
+            "gathered": gathered, "cpu": placed["cpu"], "nvme": placed["nvme"], "rank": rank, "group": group}
+
+
+# ---------------------------------------------------------------------------------------------- activations
+
+def activation_bytes(cfg: MemoryConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(peak activation bytes of the worse end stage, which one: "first" / "last"); see `end_stages`."""
+    ends = end_stages(cfg)
+    return ends.peak, ends.worst
+
+
+@dataclass(frozen=True)
+class EndStages:
+    """Each end stage's activation bytes by term (core.memory.activations.stage_bytes) plus what the dense formula
+    leaves out (MoE expert activations, ring attention's buffers), and the worse one."""
+
+    layers_per_device: np.ndarray
+    first: dict[str, np.ndarray]
+    last: dict[str, np.ndarray]
+    first_extra: np.ndarray
+    last_extra: np.ndarray
+    both_on_first: np.ndarray  # p = 1, or the last stage on the first device: the first device holds both ends
+
+    @property
+    def first_total(self) -> np.ndarray:
+        return self.first["total"] + self.first_extra
+
+    @property
+    def last_total(self) -> np.ndarray:
+        return np.where(self.both_on_first, 0.0, self.last["total"] + self.last_extra)
+
+    @property
+    def peak(self) -> np.ndarray:
+        return np.maximum(self.first_total, self.last_total)
+
+    @property
+    def worst(self) -> np.ndarray:
+        return np.where(self.first_total >= self.last_total, "first", "last").astype(object)
+
+
+def activation_shape(cfg: MemoryConfig) -> act.Shape:
+    m, lay, tr = cfg.model, cfg.layout, cfg.training
+    return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
+                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block)
+
+
+def end_stages(cfg: MemoryConfig) -> EndStages:
+    """The end stages' activations. The first stage holds its micro-batches in flight plus the embedding's dropout
+    mask, the last stage its (usually fewer) micro-batches plus the output layer's inputs and the fp32 logits; a
+    single stage (p = 1), or a V-shaped schedule whose last stage sits on the first device, carries both ends.
+    Each stage holds ceil(L / (p v)) x v layers (v chunks per device); MoE layers add their expert activations,
+    context parallelism ring attention's K/V buffers."""
+    m, lay, inf = cfg.model, cfg.layout, cfg.inflight
+    p, chunks = np.asarray(lay.p), np.asarray(lay.chunks)
+    layers_dev = np.ceil(m.layers / (p * chunks)) * chunks
+    shape = activation_shape(cfg)
+    both = (p == 1) | np.asarray(inf.last_on_first, dtype=bool)
+    return EndStages(layers_dev, act.stage_bytes(shape, layers_dev, inf.first, first=True, last=both),
+                     act.stage_bytes(shape, layers_dev, inf.last, first=False, last=True),
+                     _extra(cfg, inf.first), _extra(cfg, inf.last), both)
+
+
+def _extra(cfg: MemoryConfig, inflight) -> np.ndarray:
+    """Beyond the dense layers' formula: the MoE layers' expert activations on the fullest stage for the
+    micro-batches in flight, and ring attention's transient K/V buffers."""
+    m, lay, tr = cfg.model, cfg.layout, cfg.training
+    ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp)
+    if not m.is_moe or m.moe is None:
+        return ring
+    extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)
+    return extra * moe.moe_layers_on_stage(m, lay.p) * np.asarray(inflight) + ring
