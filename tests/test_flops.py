@@ -31,7 +31,7 @@ def test_general_count_equals_narayanan_for_gpt_blocks_and_broadcasts():
     L = np.array([24, 96, 128])
     h = np.array([2048, 12288, 25600])
     a = h // 128
-    general = counts.arch_params(L, h, a, a, 4 * h, 51200, 2048)
+    general = counts.arch_params(counts.Architecture(L, h, a, a, 4 * h, 51200, 2048))
     assert general.shape == (3,)
     np.testing.assert_allclose(general, counts.narayanan_params(L, h, 51200, 2048) + 2 * h, rtol=1e-15)
 

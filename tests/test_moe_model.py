@@ -52,9 +52,7 @@ def test_dense_models_are_unchanged_and_active_equals_total():
     for key in ("gpt3-175b", "llama3-405b", "bloom-176b"):
         m = presets.model(key)
         parts = counts.breakdown(m)
-        old = counts.arch_params(m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, swiglu=m.swiglu,
-                                 tied=m.tied, bias=m.bias, norm=m.norm, learned_pos=m.position == "learned",
-                                 embed_norm=m.embed_norm)
+        old = counts.arch_params(counts.Architecture.of(m))
         assert parts["total"] == pytest.approx(float(old), rel=1e-12)
         assert parts["active"] == parts["total"] and parts["experts"] == 0
         assert counts.matmul_params_per_layer(m) == pytest.approx(

@@ -7,6 +7,8 @@ the dataclass can call them while validating itself) return plain floats.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -25,19 +27,45 @@ def layer_matmul_params(hidden, heads, kv_heads, ffn, swiglu=False):
     return attention + mlp
 
 
-def arch_params(layers, hidden, heads, kv_heads, ffn, vocab, seq, *, swiglu=False, tied=True, bias=True,
-                norm="layernorm", learned_pos=True, embed_norm=False):
+@dataclass(frozen=True)
+class Architecture:
+    """What the exact parameter count depends on (scalars, or arrays that broadcast)."""
+
+    layers: object
+    hidden: object
+    heads: object
+    kv_heads: object
+    ffn: object
+    vocab: object
+    seq: object
+    swiglu: bool = False
+    tied: bool = True
+    bias: bool = True
+    norm: str = "layernorm"
+    learned_pos: bool = True
+    embed_norm: bool = False
+
+    @classmethod
+    def of(cls, model) -> Architecture:
+        """A core.model.config.ModelConfig's fields (duck-typed)."""
+        return cls(model.layers, model.hidden, model.heads, model.kv_heads, model.ffn, model.vocab, model.seq,
+                   model.swiglu, model.tied, model.bias, model.norm, model.position == "learned", model.embed_norm)
+
+
+def arch_params(arch: Architecture):
     """Exact count from the architecture fields (handles GQA, SwiGLU, untied output, RMSNorm, no biases).
 
     For a GPT block (gelu, ffn 4h, biases, LayerNorm, learned positions, tied) it equals Narayanan's formula
     plus the final LayerNorm's 2h.
     """
-    L, h, a, kv, f, V, s = (np.asarray(x, dtype=float) for x in (layers, hidden, heads, kv_heads, ffn, vocab, seq))
-    norm_params = 2 * h if norm == "layernorm" else h          # scale (+ shift for LayerNorm)
+    L, h, a, kv, f, V, s = (np.asarray(x, dtype=float) for x in (arch.layers, arch.hidden, arch.heads, arch.kv_heads,
+                                                                  arch.ffn, arch.vocab, arch.seq))
+    norm_params = 2 * h if arch.norm == "layernorm" else h          # scale (+ shift for LayerNorm)
     kv_dim = h / a * kv
-    biases = (h + 2 * kv_dim + h) + (np.where(swiglu, 2.0, 1.0) * f + h) if bias else 0.0
-    per_layer = layer_matmul_params(h, a, kv, f, swiglu) + biases + 2 * norm_params
-    embeddings = V * h * (1 if tied else 2) + (s * h if learned_pos else 0.0) + (norm_params if embed_norm else 0.0)
+    biases = (h + 2 * kv_dim + h) + (np.where(arch.swiglu, 2.0, 1.0) * f + h) if arch.bias else 0.0
+    per_layer = layer_matmul_params(h, a, kv, f, arch.swiglu) + biases + 2 * norm_params
+    embeddings = (V * h * (1 if arch.tied else 2) + (s * h if arch.learned_pos else 0.0)
+                  + (norm_params if arch.embed_norm else 0.0))
     return L * per_layer + embeddings + norm_params            # + final norm
 
 
