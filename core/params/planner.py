@@ -243,6 +243,16 @@ VIEW = table(
               "(1 = the recommendation)."),
 )
 
+# The work one plan may do (core.planner.budget): not a page input (a shared link must not lift it), the command
+# line's --budget. Measured by bench/bench_budget.py on a 2-core container: a cold plan costs up to ~20 us and
+# ~2,100 bytes of peak memory per candidate at the largest questions, so 400,000 candidates stay within ~8 s and
+# ~0.9 GB alone, within 15 s and 1.5 GB with other work on the machine (README, "Work per request").
+BUDGET = Spec("budget", "int", 400_000, 0, 50_000_000, label="Work budget", unit="candidates per plan",
+              help="Candidates one plan may evaluate; above it the search is narrowed (offload only where the states "
+                   "do not fit, coarser micro-batch sizes, fewer ep and cp values) and says so, or refused with what "
+                   "to pin. 0 = no limit (a full search of millions of layouts takes minutes and gigabytes).")
+LIMITS = table(BUDGET)
+
 MODEL_KEYS = _custom_model
 ANY_MODEL_KEYS = _any_model
 GPU_KEYS = _custom_gpu  # every one applies to a preset too (0 / auto = the preset's)

@@ -169,13 +169,18 @@ BASE = ("layout", "b", "schedule", "zero", "recompute", "sp", "offload")  # cros
 TUNING = ("v", "reshard", "tp_comm_overlap")  # searched only where they apply (expand_tuning)
 
 
-def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int) -> tuple[Candidates, list[str]]:
-    """The cross product of layouts and switches, minus combinations that are not layouts at all."""
+def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int,
+         offload_where: np.ndarray | None = None) -> tuple[Candidates, list[str]]:
+    """The cross product of layouts and switches, minus combinations that are not layouts at all (and, where
+    `offload_where` is given, one flag per row of `degrees`, offload only on the layouts it marks:
+    core.planner.budget's narrowing)."""
     dims = dimensions(q, degrees)
     index = np.indices([len(dims[k]) for k in BASE]).reshape(len(BASE), -1)
     c = {k: dims[k][i] for k, i in zip(BASE, index, strict=True)}
     c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
     keep, notes = _layouts_only(c, dims, q)
+    if offload_where is not None:
+        keep &= (c["offload"] == 0) | np.asarray(offload_where, dtype=bool)[c["layout"]]
     c = {k: v[keep] for k, v in c.items()}
     c["sp"] = np.where(c["t"] == 1, False, c["sp"])
     c = expand_tuning(c, dims, q, model, gpus_per_node)

@@ -42,6 +42,7 @@ class PlanResult:
     frame: pd.DataFrame  # ranked candidates
     notes: tuple[str, ...]  # what the search left out, and why
     simulations: int  # distinct (schedule, p, m, v) simulated for this plan (cache misses)
+    narrowed: tuple[str, ...] = ()  # what the work budget narrowed (core.planner.budget), in words
 
     @property
     def feasible(self) -> pd.DataFrame:
