@@ -7,7 +7,7 @@ would narrow it, one step at a time until it fits, each step said in words:
 2. coarser micro-batch sizes: the smallest, the largest and the powers of two between;
 3. fewer expert-parallel degrees, then fewer context-parallel degrees: every other value of each, the smallest
    and the largest kept;
-4. one micro-batch size (the smallest), then ep and cp thinned once more.
+4. the smallest and the largest micro-batch size, then the smallest only, then ep and cp thinned once more.
 
 A search still above the budget is refused with a message that says what to pin (the dimensions with the most
 values first), so no request can enumerate millions of layouts on a shared server.
@@ -49,6 +49,12 @@ class Search:
     asked: int
     narrowed: tuple[str, ...] = ()
 
+    def keeps(self, note: str) -> bool:
+        """False for the search's own note on the cp or ep values when the narrowing thinned them (the notice says
+        which are searched)."""
+        said = {"cp": "Context parallelism: cp = ", "ep": "Expert parallelism: ep = "}
+        return not any(note.startswith(said[k]) and any(n.startswith(f"{k} = ") for n in self.narrowed) for k in said)
+
     def notice(self, budget: int) -> str:
         """One paragraph for the result's notes: the budget, what the question asked, what was narrowed."""
         if not self.narrowed:
@@ -65,8 +71,8 @@ def bounded(q: PlannerParams, degrees: np.ndarray, ctx: Context, budget: int = i
     s = Search(q, degrees, None, n, n)
     if not budget or n <= budget:
         return s
-    for step in (_offload_where_needed, _coarser_sizes, _fewer("ep"), _fewer("cp"), _one_size, _fewer("ep"),
-                 _fewer("cp")):
+    for step in (_offload_where_needed, _coarser_sizes, _fewer("ep"), _fewer("cp"), _end_sizes, _one_size,
+                 _fewer("ep"), _fewer("cp")):
         out = step(s, ctx)
         if out is None:
             continue
@@ -120,6 +126,14 @@ def _coarser_sizes(s: Search, ctx: Context):
     if len(kept) == len(sizes):
         return None
     return replace(s.q, mb_sizes=kept), s.degrees, s.offload_where, f"micro-batch sizes {_list(kept)} (of {_list(sizes)})"
+
+
+def _end_sizes(s: Search, ctx: Context):
+    sizes = s.q.micro_batch_sizes
+    if len(sizes) < 3:
+        return None
+    kept = (sizes[0], sizes[-1])
+    return replace(s.q, mb_sizes=kept), s.degrees, s.offload_where, f"micro-batch sizes {_list(kept)} only"
 
 
 def _one_size(s: Search, ctx: Context):

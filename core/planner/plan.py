@@ -71,7 +71,7 @@ def plan(q: PlannerParams, budget: int = int(BUDGET.default)) -> PlanResult:
     search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
                                                    fp8), budget)
     if search.narrowed:
-        notes.insert(0, search.notice(budget))
+        notes = [search.notice(budget), *filter(search.keeps, notes)]
     outside = candidates.excluded(q, model, gpu.gpus_per_node, usable)
     c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
     notes += more
