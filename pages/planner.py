@@ -94,8 +94,11 @@ def summary(view) -> None:
     rec, best = view.recommendation, view.best
     st.caption(f"{view.title}. {view.candidates:,} candidates, {view.feasible:,} feasible; "
                f"{view.simulations} pipeline simulations run for this plan (the others came from the cache).")
+    if view.narrowed:  # the work budget narrowed the search: said first, as a warning
+        st.warning(view.narrowed, icon=":material/filter_alt:")
     for note in view.notes:
-        st.info(note, icon=":material/info:")
+        if note != view.narrowed:
+            st.info(note, icon=":material/info:")
     with st.container(border=True):
         for title, items in rec.sections():
             if title in ("Assumptions", "Search notes"):
@@ -162,7 +165,11 @@ def exports_section(q: PlannerParams, view) -> int:
     st.subheader("Configs to paste")
     cols = st.columns([1, 1, 1])
     pick = spec_input(VIEW["pick"], container=cols[0])
-    cols[1].download_button("All candidates (CSV)", data=lambda: cp.candidates_csv(q),
+    every = view.csv_rows == view.candidates
+    cols[1].download_button("All candidates (CSV)" if every else f"First {view.csv_rows:,} candidates (CSV)",
+                            data=lambda: cp.candidates_csv(q),
+                            help=None if every else f"Of {view.candidates:,}, ranked; `python -m core plan --csv "
+                                                    "--top 0` writes every one.",
                             file_name="planner_candidates.csv", mime="text/csv", on_click="ignore",
                             icon=":material/download:")
     cols[2].download_button("Recommendation (text)", data=view.recommendation.text(),

@@ -8,7 +8,7 @@ import pytest
 from core.cli import main
 from core.errors import InputError
 from core.params.planner import BUDGET, PlannerParams
-from core.planner import budget, candidates, count, grid
+from core.planner import candidates, count, grid
 from core.planner import plan as planner
 
 SMALL = (
@@ -102,8 +102,9 @@ def test_a_search_that_cannot_be_narrowed_enough_is_refused_with_what_to_pin():
 
 def test_the_default_budget_is_one_spec_with_its_range():
     assert BUDGET.default == 400_000 and BUDGET.lo == 0 and BUDGET.hi == 50_000_000
-    ctx_default = budget.bounded.__defaults__[0]
-    assert ctx_default == BUDGET.default == planner.plan.__defaults__[0]
+    q = PlannerParams(model="deepseek-v3", gpus=2048, batch=4096, mb_sizes=(1, 2, 3), offload="all")
+    assert planner.plan(q).narrowed == planner.plan(q, BUDGET.default).narrowed == ()
+    assert planner.plan(q, 20_000).narrowed
 
 
 def test_the_issue_question_is_answered_within_the_budget():

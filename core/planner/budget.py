@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from core.errors import InputError
-from core.params.planner import BUDGET, PlannerParams
+from core.params.planner import PlannerParams
 from core.planner import grid, rank_memory
 from core.planner.count import count
 
@@ -64,7 +64,7 @@ class Search:
                 "cp, ep or the micro-batch size to search the rest (the command line's --budget lifts the limit).")
 
 
-def bounded(q: PlannerParams, degrees: np.ndarray, ctx: Context, budget: int = int(BUDGET.default)) -> Search:
+def bounded(q: PlannerParams, degrees: np.ndarray, ctx: Context, budget: int) -> Search:
     """The search of `q` over `degrees`, narrowed until it holds at most `budget` candidates (0: no budget);
     InputError naming what to pin when even the narrowest search is above it."""
     n = count(q, degrees, ctx.model, ctx.gpus_per_node)

@@ -59,9 +59,11 @@ TIMES = ("compute_s", *BREAKDOWN_COLUMNS.values(), "tp_comm_s", "tp_ratio", "dp_
          "ring_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu")
 
 
-def plan(q: PlannerParams, budget: int = int(BUDGET.default)) -> PlanResult:
-    """Every candidate layout of the question `q`, scored and ranked; above `budget` candidates (0: no limit) the
-    search is narrowed and says so in the notes, or refused (InputError) with what to pin (core.planner.budget)."""
+def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
+    """Every candidate layout of the question `q`, scored and ranked; above `budget` candidates (None: BUDGET's
+    default, 0: no limit) the search is narrowed and says so in the notes, or refused (InputError) with what to pin
+    (core.planner.budget)."""
+    budget = int(BUDGET.default) if budget is None else budget
     model, gpu, precision = candidates.resolve(q)
     a = step_time.Assumptions(**q.assumptions())
     bpp = memory.preset(q.optimizer, "mixed", q.k)
