@@ -43,8 +43,8 @@ def test_a_refused_search_names_what_to_pin_and_keeps_the_inputs(monkeypatch):
     assert not at.exception
     assert [e.value for e in at.error] == [
         "These inputs cannot be planned: this search has 2,337 candidates even narrowed (micro-batch size 1 only), "
-        "above the work budget of 100 per plan: pin p (10 values), t (4 values) (page: 'Search space'; command line: --fix t=8,p=16), or set zero, "
-        "schedule or recompute to one value"]
+        "above the work budget of 100 per plan: pin p (10 values), t (4 values) (page: 'Search space'; command "
+        "line: --fix t=8,p=16), or set zero, schedule or recompute to one value"]
     assert at.number_input(key="fix_t") is not None  # the inputs stay, to pin
 
 

@@ -125,7 +125,8 @@ def _coarser_sizes(s: Search, ctx: Context):
     kept = tuple(b for b in sizes if b in (lo, hi) or (b & (b - 1)) == 0)
     if len(kept) == len(sizes):
         return None
-    return replace(s.q, mb_sizes=kept), s.degrees, s.offload_where, f"micro-batch sizes {_list(kept)} (of {_list(sizes)})"
+    said = f"micro-batch sizes {_list(kept)} (of {_list(sizes)})"
+    return replace(s.q, mb_sizes=kept), s.degrees, s.offload_where, said
 
 
 def _end_sizes(s: Search, ctx: Context):
