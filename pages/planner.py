@@ -22,6 +22,7 @@ from core.params.planner import (
     PlannerParams,
 )
 from core.units import fmt_bytes
+from core.views.fallback import settled
 from ui import cache_planner as cp
 from ui import figures_planner as fp
 from ui.layout import first_paint, is_presentation, page_header
@@ -42,12 +43,16 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 
 def headline(v: dict):
     """The best layout's numbers, drawn before any widget: (question, view or None)."""
-    try:
-        q = PlannerParams(**{k: x for k, x in v.items() if k in PLAN})
-        view = cp.plan_view(q)
+    def planned(values: dict):
+        q = PlannerParams(**values)
+        return q, cp.plan_view(q)
+
+    try:  # an input core refuses in combination (a precision the GPU lacks, ...) is named and left at its default
+        (q, view), _, reset = settled(planned, {k: x for k, x in v.items() if k in PLAN}, PLAN)
     except InputError as exc:
         st.error(f"These inputs cannot be planned: {exc}", icon=":material/error:")
         return None, None
+    show_notices(reset, title="Some inputs cannot be combined, so their defaults are used:")
     rec, best = view.recommendation, view.best
     cols = st.columns(4)  # the headline stays in place when nothing fits (a slider moved below what fits)
     if best is not None:

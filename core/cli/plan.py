@@ -130,6 +130,8 @@ def parse_fix(text: str) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise InputError("--top: must be 0 (all) or more")
+    if args.rank < 1:
+        raise InputError(f"--rank: {args.rank} is not a rank; the best feasible candidate is 1")
     budget = int(BUDGET.parse(args.budget)) if args.budget is not None else int(BUDGET.default)
     result = planner.plan(params_from(args), budget)
     if args.export:

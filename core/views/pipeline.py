@@ -31,14 +31,28 @@ from core.pipeline.timeline_view import (
     step_cursor,
     timeline_view,
 )
+from core.params.pipeline import PIPELINE
 from core.pipeline.trace_import import MAX_BYTES, simulate_actions
+from core.views.fallback import settled
 from core.pipeline.view import PipelineView, actions_csv, cli_command, nearest_runnable, pipeline_view, trace_json
 
 __all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS", "MAX_BYTES",
-           "NUM_KINDS", "Bars", "Heat", "Imported", "Match", "PipelineParams", "PipelineView", "TimelineView",
+           "NUM_KINDS", "Bars", "Heat", "Imported", "checked_params", "Match", "PipelineParams", "PipelineView", "TimelineView",
            "actions_csv", "cli_command", "cursor_time", "equal_memory", "explain", "frontier", "imported",
            "match_memory",
            "nearest_runnable", "pipeline_view", "schedule_summary", "step_cursor", "takes_v", "trace_json"]
+
+
+def checked_params(values: dict) -> tuple[PipelineParams, list[str]]:
+    """The page's inputs as PipelineParams whose stage split this schedule takes: an input the split refuses (a
+    layers-per-stage list of the wrong length, first/last-stage layers without layers, ...) falls back to its
+    default, with a notice naming it (core.views.fallback), and the rest is computed."""
+    def make(v: dict) -> PipelineParams:
+        params = PipelineParams(**v)
+        params.stage_factors(), params.stage_memory()  # the split's refusals, before any simulation
+        return params
+    params, _, notices = settled(make, values, PIPELINE)
+    return params, notices
 
 
 def schedule_summary(name: str) -> str:
