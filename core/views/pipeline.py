@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import InputError
+from core.params.pipeline import PIPELINE
 from core.pipeline.compare import FRONTIER_OPS, Match, frontier, match_memory
 from core.pipeline.derivations import CONVENTION_WORDS, explain
 from core.pipeline.result import PipelineParams
@@ -31,15 +32,14 @@ from core.pipeline.timeline_view import (
     step_cursor,
     timeline_view,
 )
-from core.params.pipeline import PIPELINE
 from core.pipeline.trace_import import MAX_BYTES, simulate_actions
-from core.views.fallback import settled
 from core.pipeline.view import PipelineView, actions_csv, cli_command, nearest_runnable, pipeline_view, trace_json
+from core.views.fallback import settled
 
 __all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS", "MAX_BYTES",
-           "NUM_KINDS", "Bars", "Heat", "Imported", "checked_params", "Match", "PipelineParams", "PipelineView", "TimelineView",
-           "actions_csv", "cli_command", "cursor_time", "equal_memory", "explain", "frontier", "imported",
-           "match_memory",
+           "NUM_KINDS", "Bars", "Heat", "Imported", "Match", "PipelineParams", "PipelineView", "TimelineView",
+           "actions_csv", "checked_params", "cli_command", "cursor_time", "equal_memory", "explain", "frontier",
+           "imported", "match_memory",
            "nearest_runnable", "pipeline_view", "schedule_summary", "step_cursor", "takes_v", "trace_json"]
 
 
