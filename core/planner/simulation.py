@@ -119,7 +119,7 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
 
 def _trim_compiled() -> None:
     """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations."""
-    held = {k: estimated_ops(*k) for k, v in _COMPILED.items() if not isinstance(v, str)}
+    held = {k: int(v[3].device.size) for k, v in _COMPILED.items() if not isinstance(v, str)}  # ops compiled
     total = sum(held.values())
     for k, ops in held.items():
         if total <= _COMPILED_KEPT_OPS:
