@@ -74,3 +74,18 @@ def test_the_csv_is_bounded_and_says_how_many(monkeypatch):
     assert view.csv_rows == 100 < view.candidates
     frame = pd.read_csv(io.StringIO(pv.candidates_csv(view)))
     assert len(frame) == 100 and list(frame["rank"][:3]) == [1, 2, 3]
+
+
+def test_the_page_download_reads_the_cached_view(monkeypatch):
+    """ui.cache_planner.candidates_csv (the page's "All candidates (CSV)") plans once, for the view, not again."""
+    from ui import cache_planner as cp
+
+    calls = []
+    real = planner.plan
+    monkeypatch.setattr(planner, "plan", lambda q, *a, **k: calls.append(q) or real(q, *a, **k))
+    q = PlannerParams(model="llama3-8b", gpus=32, batch=128)
+    view = cp.plan_view(q)
+    before = len(calls)
+    text = cp.candidates_csv(q)
+    assert len(calls) == before <= 1
+    assert len(pd.read_csv(io.StringIO(text))) == view.candidates
