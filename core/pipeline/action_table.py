@@ -24,11 +24,22 @@ from core.params.upload import LIMITS, TableLimits
 from core.pipeline.schedules.ir import B, F, I, W
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
-_TOKEN = re.compile(r"\n|[^,\n]+")  # a line end, or a non-empty cell (empty cells are skipped in C, not Python)
+_BLANK = re.compile(r"[\s,]*")  # blank lines and empty cells: skipped inside the regex engine, not by Python
+_CELL = re.compile(r"[^,\s][^,]*")  # a cell from its first visible character: a Python step per cell holding one
+# A row of simple actions (with spaces and empty cells), read in numpy; anything else is read cell by cell.
+# Possessive (*+): blanks are taken once and never handed back, so a long run of spaces costs linear time.
+_ACTION = r"[0-9]{1,4}[FBIW][0-9]{1,4}[ \t]*+"
+_PLAIN = re.compile(rf"[ \t,]*+{_ACTION}(?:,[ \t,]*+{_ACTION})*+[ \t,]*+")
+_UNQUOTE = str.maketrans("", "", '"\r')
+_SKIPPED = re.compile(r"(?:(?<=,)|^)[ \t]*+(?:None|[0-9]+(?:(?:SEND_F|RECV_F|SEND_B|RECV_B)[0-9]+|UNSHARD|RESHARD"
+                      r"|REDUCE_GRAD))[ \t]*+(?=,|$)")
 _COMPUTE = re.compile(r"([0-9]+)([FBIW])([0-9]+)")
 _OVERLAP = re.compile(r"\((.*)\)OVERLAP_F_B")
 _OTHER = re.compile(r"[0-9]+(?:(?:SEND_F|RECV_F|SEND_B|RECV_B)[0-9]+|UNSHARD|RESHARD|REDUCE_GRAD)")
 _EXAMPLES = "an action such as 0F1, 3B0, 2I5, 2W5 or (0F7;7B3)OVERLAP_F_B"
+_KIND_CODE = np.zeros(128, dtype=np.int32)  # ASCII letter -> kind, for a plain row read in numpy
+for _letter, _code in _KIND.items():
+    _KIND_CODE[ord(_letter)] = _code
 _HUGE = 1 << 30  # an index with more digits than any limit (int() of 5,000 digits would raise)
 
 
@@ -67,65 +78,137 @@ def decode(data: str | bytes, limits: TableLimits = LIMITS) -> str:
 def read_table(data: str | bytes, limits: TableLimits = LIMITS) -> Actions:
     """Every compute action of the table, checked against `limits` before it is stored."""
     text = decode(data, limits)
-    flat = array("h")  # rank, stage, kind, micro, fused of each action: 10 bytes an action
+    rows: list[np.ndarray] = []  # per rank: (actions, 4) stage, kind, micro, fused
     owned: list[set[int]] = []
-    row, line_start, n = 0, 0, 0
-    for tok in _TOKEN.finditer(text):
-        cell = tok.group()
-        if cell == "\n":
-            row, line_start = row + 1, tok.end()
-            continue
-        cell = cell.strip()
+    n = pos = row = 0
+    while True:
+        skip = _BLANK.match(text, pos).end()  # blank lines and empty cells, in C
+        row += text.count("\n", pos, skip)
+        if skip >= len(text):
+            break
+        start, pos = text.rfind("\n", 0, skip) + 1, text.find("\n", skip)
+        pos = len(text) if pos < 0 else pos
+        line = _Line(row, text[start:pos])
+        if row >= limits.ranks:
+            raise line.error(1, f"rank {row} is one too many: the simulator runs at most {limits.ranks} ranks "
+                                "(one row each)")
+        if row > len(owned):
+            raise InputError(f"action table, row {len(owned) + 1} (rank {len(owned)}): no actions, though a later "
+                             "row has some (each rank's row lists its actions)")
+        got, columns = _read_line(line, limits, limits.actions - n)
+        n += len(got)
+        rows.append(got)
+        owned.append(_stages(got, columns, line, limits))
+    while owned and not owned[-1]:  # rows of bookkeeping actions only, after the last rank
+        owned.pop(), rows.pop()
+    if not owned:
+        raise InputError("action table: no actions (expected one CSV row of actions per rank)")
+    if not all(owned):
+        r = owned.index(set())
+        raise InputError(f"action table, row {r + 1} (rank {r}): no compute actions, though a later row has some")
+    flat = np.concatenate(rows)
+    rank = np.repeat(np.arange(len(rows), dtype=np.int32), [len(x) for x in rows])
+    return Actions(rank, *flat.T, owned=tuple(tuple(sorted(s)) for s in owned))
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One row of the table, to read and to name in a message."""
+
+    row: int
+    text: str
+
+    def error(self, column: int, what: str) -> InputError:
+        return InputError(f"action table, row {self.row + 1} (rank {self.row}), column {column}: {what}")
+
+
+def _read_line(line: _Line, limits: TableLimits, room: int) -> tuple[np.ndarray, np.ndarray]:
+    """A row's compute actions (stage, kind, micro, fused) and the column of each; at most `room` of them."""
+    plain = _SKIPPED.sub("", line.text.translate(_UNQUOTE))  # bookkeeping cells emptied, in C
+    if _PLAIN.fullmatch(plain):  # only simple actions ("0F1, 3B0,,2W5"): read as a whole in numpy
+        b = np.frombuffer(plain.encode("ascii"), dtype=np.uint8)
+        numbers, starts = _digit_runs(b)
+        count = numbers.size // 2
+        if count > room:
+            raise line.error(1, f"more than {limits.actions:,} compute actions; the simulator's limit")
+        got = np.stack([numbers[0::2], _KIND_CODE[b[b > 57]], numbers[1::2], np.zeros(count, np.int32)], axis=1)
+        columns = _columns(b, starts[0::2])
+    else:
+        got, columns = _read_cells(line, limits, room)
+    _check_indices(got, columns, line, limits)
+    return got, columns
+
+
+def _digit_runs(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The value and start of every run of ASCII digits in `b` (runs of 1-4 digits, as _PLAIN allows), in order."""
+    digit = np.zeros(b.size + 2, dtype=np.int8)  # 1 byte per character: a row of 16 MB of commas stays small
+    digit[1:-1] = (b >= 48) & (b <= 57)
+    edge = np.diff(digit)
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)  # [start, end) of each run
+    values = np.zeros(starts.size, dtype=np.int32)
+    for k in range(1, 5):
+        has = ends - starts >= k
+        values[has] += (b[ends[has] - k].astype(np.int32) - 48) * 10 ** (k - 1)
+    return values, starts
+
+
+def _columns(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The 1-based CSV column of each action starting at `starts`: commas before it, counted segment by segment."""
+    if not starts.size:
+        return starts
+    between = np.add.reduceat((b == 44).view(np.int8), np.concatenate(([0], starts)), dtype=np.int32)[:-1]
+    return np.cumsum(between) + 1
+
+
+def _read_cells(line: _Line, limits: TableLimits, room: int) -> tuple[np.ndarray, np.ndarray]:
+    """A row with pairs, bookkeeping actions, spaces or quotes, one cell at a time."""
+    flat, columns = array("h"), array("l")
+    column, last = 1, 0
+    for tok in _CELL.finditer(line.text):
+        column += line.text.count(",", last, tok.start())
+        last = tok.start()
+        cell = tok.group().rstrip()
         if cell.startswith('"') and cell.endswith('"') and len(cell) > 1:
             cell = cell[1:-1].strip()
         if not cell or cell == "None" or _OTHER.fullmatch(cell):
             continue
-        where = _Where(text, row, line_start, tok.start())
-        if row >= len(owned):
-            _new_rank(owned, row, limits, where)
-        stages = owned[row]
-        for stage, kind, micro, fused in _cell_actions(cell, where, limits):
-            if stage not in stages:
-                stages.add(stage)
-                if len(stages) > limits.stages_per_rank:
-                    raise where.error(f"stage {stage} is stage number {len(stages)} of this rank; the simulator "
-                                      f"runs at most {limits.stages_per_rank} stages per rank")
-            n += 1
-            if n > limits.actions:
-                raise where.error(f"more than {limits.actions:,} compute actions; the simulator's limit is "
-                                  f"{limits.actions:,}")
-            flat.extend((row, stage, kind, micro, fused))
-    if not owned:
-        raise InputError("action table: no actions (expected one CSV row of actions per rank)")
-    cols = np.frombuffer(flat, dtype=np.int16).reshape(-1, 5).T.astype(np.int32)
-    return Actions(*cols, owned=tuple(tuple(sorted(s)) for s in owned))
+        for action in _cell_actions(cell, line, column, limits):
+            if len(columns) >= room:
+                raise line.error(column, f"more than {limits.actions:,} compute actions; the simulator's limit")
+            flat.extend(action)
+            columns.append(column)
+    got = np.frombuffer(flat, dtype=np.int16).reshape(-1, 4).astype(np.int32)
+    return got, np.frombuffer(columns, dtype=columns.typecode)
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where a cell sits, to name it in a message (the column is counted only then: it costs a scan of the line)."""
-
-    text: str
-    row: int
-    line_start: int
-    at: int
-
-    def error(self, what: str) -> InputError:
-        column = self.text.count(",", self.line_start, self.at) + 1
-        return InputError(f"action table, row {self.row + 1} (rank {self.row}), column {column}: {what}")
+def _check_indices(got: np.ndarray, columns: np.ndarray, line: _Line, limits: TableLimits) -> None:
+    """Stage and micro-batch indices within the simulator's limits (a plain row's 4-digit numbers are checked
+    here; a cell read one at a time was checked as it was read)."""
+    for field, name, top in ((0, "stage", limits.stages), (2, "micro-batch", limits.micro_batches)):
+        bad = np.flatnonzero(got[:, field] >= top)
+        if bad.size:
+            raise line.error(int(columns[bad[0]]), _beyond(name, f"{int(got[bad[0], field]):,}", limits))
 
 
-def _new_rank(owned: list[set[int]], row: int, limits: TableLimits, where: _Where) -> None:
-    if row >= limits.ranks:
-        raise where.error(f"rank {row} is one too many: the simulator runs at most {limits.ranks} ranks (rows "
-                          "with actions)")
-    if row > len(owned):
-        raise InputError(f"action table, row {len(owned) + 1} (rank {len(owned)}): no actions, though a later row "
-                         "has some (each rank's row lists its actions)")
-    owned.append(set())
+def _beyond(name: str, shown: str, limits: TableLimits) -> str:
+    if name == "stage":
+        return (f"stage {shown} is beyond the simulator's stages 0..{limits.stages - 1} ({limits.ranks} ranks x "
+                f"{limits.stages_per_rank} stages each)")
+    return f"micro-batch {shown} is beyond the simulator's micro-batches 0..{limits.micro_batches - 1}"
 
 
-def _cell_actions(cell: str, where: _Where, limits: TableLimits) -> list[tuple[int, int, int, int]]:
+def _stages(got: np.ndarray, columns: np.ndarray, line: _Line, limits: TableLimits) -> set[int]:
+    """The row's stages: at most limits.stages_per_rank (the column named is where one too many first appears)."""
+    stages, first = np.unique(got[:, 0], return_index=True)
+    if stages.size > limits.stages_per_rank:
+        at = np.sort(first)[limits.stages_per_rank]
+        raise line.error(int(columns[at]), f"stage {int(got[at, 0])} is stage number {limits.stages_per_rank + 1} "
+                                           f"of this rank; the simulator runs at most {limits.stages_per_rank} "
+                                           "stages per rank")
+    return set(stages.tolist())
+
+
+def _cell_actions(cell: str, line: _Line, column: int, limits: TableLimits) -> list[tuple[int, int, int, int]]:
     """A cell's compute actions (stage, kind, micro, fused-with-next), each index checked against the limits."""
     pair = _OVERLAP.fullmatch(cell)
     parts = [p.strip() for p in pair.group(1).split(";")] if pair else [cell]
@@ -133,18 +216,16 @@ def _cell_actions(cell: str, where: _Where, limits: TableLimits) -> list[tuple[i
     for part in parts:
         got = _COMPUTE.fullmatch(part)
         if got is None:
-            raise where.error(f"{_show(part)} is not {_EXAMPLES}" + _why(part))
+            raise line.error(column, f"{_show(part)} is not {_EXAMPLES}" + _why(part))
         a, kind, b = got.groups()
         stage, micro = (int(x) if len(x) < 10 else _HUGE for x in (a, b))
         if stage >= limits.stages:
-            raise where.error(f"stage {_number(a)} is beyond the simulator's stages 0..{limits.stages - 1} "
-                              f"({limits.ranks} ranks x {limits.stages_per_rank} stages each)")
+            raise line.error(column, _beyond("stage", _number(a), limits))
         if micro >= limits.micro_batches:
-            raise where.error(f"micro-batch {_number(b)} is beyond the simulator's micro-batches "
-                              f"0..{limits.micro_batches - 1}")
+            raise line.error(column, _beyond("micro-batch", _number(b), limits))
         out.append((stage, _KIND[kind], micro, 0))
     if pair and (len(out) != 2 or out[0][1] != F or out[1][1] not in (B, I)):
-        raise where.error(f"{_show(cell)}: an OVERLAP_F_B pair is one forward and then one backward (B or I)")
+        raise line.error(column, f"{_show(cell)}: an OVERLAP_F_B pair is one forward and then one backward (B or I)")
     if pair:
         out[0] = out[0][:3] + (1,)
     return out
