@@ -1,9 +1,12 @@
 """Reading a PyTorch action table (torch.distributed.pipelining's CSV, one row per rank) into flat arrays, bounded.
 
-An upload is untrusted: every number that would size an array (rows, stages per rank, stage and micro-batch
-indices, actions, the text's length) is checked against core.params.upload.LIMITS as the text is read, one cell
-at a time, so memory grows with the actions the table holds (five small integers each), never with the largest
-index it names. A refusal is an InputError naming the row (1-based line; rank = row - 1) and the limit.
+An upload is untrusted: every number that would size an array (the text's length, rows, stages per rank, stage
+and micro-batch indices, actions) is checked against core.params.upload.LIMITS while the text is read, before
+anything is sized by it, so memory follows the actions the table holds (a few small integers each, and a few
+copies of one row's text), never the largest index it names. A row of plain actions ("0F1,3B0,,2W5") is read
+as a whole in numpy; any other row (pairs, bookkeeping actions, quotes) cell by cell. Blank lines and empty
+cells are skipped inside the regex engine. A refusal is an InputError naming the row (1-based line; rank =
+row - 1), the column and the limit.
 
 Read: compute actions "{stage}{F|B|I|W}{micro}" and overlapped pairs "({F};{B or I})OVERLAP_F_B" (the forward is
 fused with the backward after it, as the simulator times DualPipe's pairs). Skipped: what takes no compute time in
@@ -233,8 +236,8 @@ def _cell_actions(cell: str, line: _Line, column: int, limits: TableLimits) -> l
 
 def _why(part: str) -> str:
     """Why a cell that looks almost like an action is not one (a sign, a decimal point, a non-ASCII digit)."""
-    if part[:1] in ("-", "+") or re.search(r"[FBIW][-+]", part):
-        return " (indices are whole numbers from 0, with no sign)"
+    if part[:1] in ("-", "+") or re.search(r"[FBIW][-+]|[0-9]\.[0-9]", part):
+        return " (indices are whole numbers from 0, with no sign or decimal point)"
     if not part.isascii():
         return " (only ASCII digits and the letters F, B, I, W)"
     return ""
