@@ -29,12 +29,7 @@ def schedule_from_actions(data: str | bytes, name: str = "csv") -> Schedule:
     backward exactly once per stage, W only after its I)."""
     t = read_table(data)
     p, v = t.p, len(t.owned[0])
-    if any(len(s) != v for s in t.owned):
-        raise InputError("action table: ranks hold different numbers of stages "
-                         f"({_short([len(s) for s in t.owned])}); the simulator needs the same count on each")
-    stages = sorted(x for s in t.owned for x in s)
-    if stages != list(range(p * v)):
-        raise InputError(f"action table: stages {_short(stages)} are not 0..{p * v - 1}, each on one rank")
+    _check_stage_map(t.owned)
     m = 1 + int(t.micro.max())
     _check_each_once(t, p * v, m)
     chunk_of = np.zeros(p * v, dtype=np.int32)  # at most the number of stages the table names
@@ -44,6 +39,27 @@ def schedule_from_actions(data: str | bytes, name: str = "csv") -> Schedule:
     devices = np.split(rows, np.flatnonzero(np.diff(t.rank)) + 1)
     return Schedule(name, p, v, m, tuple(devices), stage_map,
                     notes=("imported from a PyTorch action table: the order as given, timed with your costs",))
+
+
+def _check_stage_map(owned: tuple[tuple[int, ...], ...]) -> None:
+    """Every rank holds the same number of stages v, and the stages are 0..p*v-1, each on one rank."""
+    p, v = len(owned), len(owned[0])
+    other = next((r for r, s in enumerate(owned) if len(s) != v), None)
+    if other is not None:
+        raise InputError(f"action table, row {other + 1} (rank {other}): ranks hold different numbers of stages "
+                         f"({_short([len(s) for s in owned])}); the simulator needs the same count on each")
+    rank_of: dict[int, int] = {}
+    for r, stages in enumerate(owned):
+        for x in stages:
+            if x in rank_of:
+                raise InputError(f"action table, row {r + 1} (rank {r}): stage {x} is also on row {rank_of[x] + 1}; "
+                                 f"stages {_short(sorted(x for s in owned for x in s))} are not 0..{p * v - 1}, "
+                                 "each on one rank")
+            rank_of[x] = r
+    missing = next((x for x in range(p * v) if x not in rank_of), None)
+    if missing is not None:
+        raise InputError(f"action table: no row holds stage {missing}; stages {_short(sorted(rank_of))} are not "
+                         f"0..{p * v - 1}, each on one rank")
 
 
 def _check_each_once(t: Actions, n_stages: int, m: int) -> None:
@@ -69,7 +85,8 @@ def _check_each_once(t: Actions, n_stages: int, m: int) -> None:
         s, mb, c = k // m, k % m, np.zeros(4, dtype=np.int64)
     else:
         return
-    raise InputError(f"action table: stage {s}, micro-batch {mb} has {int(c[F])} forward(s), "
+    r = next(r for r, stages in enumerate(t.owned) if s in stages)
+    raise InputError(f"action table, row {r + 1} (rank {r}): stage {s}, micro-batch {mb} has {int(c[F])} forward(s), "
                      f"{int(c[B] + c[I])} backward(s) and {int(c[W])} W(s); each needs one forward and one backward "
                      "(B, or I then W)")
 
