@@ -1,0 +1,148 @@
+"""A server-wide limit on heavy page work, so one student's large question cannot take the server from the class.
+
+Every cached core call that can be large declares its size (`cached(work=...)` in ui/cache.py, counted by
+core.views.work before anything runs). Light work runs at once, in the session's own thread, as before. Heavy work
+(a plan of over 100,000 candidate layouts, a timeline of over 262,144 operations, the frontier of every schedule
+over 1,048,576) takes one of HEAVY_SLOTS slots, shared by every session of the process, and waits for one when all
+are taken; the page says what is being computed, with the seconds it has taken, while it waits and runs (a
+spinner shown after half a second, so a cached answer flashes nothing).
+
+HEAVY_SLOTS = 1 for the 2-core container: one core runs the heavy question, the other serves every other page and
+the server's own loop (Python runs one thread at a time, so two heavy questions would halve what the light pages
+get instead of finishing sooner), and the memory of heavy work is bounded by one question's (the planner's budget)
+instead of the class's. Set DASHBOARD_HEAVY_SLOTS to the cores beyond the first on a larger machine.
+
+Memory: glibc keeps freed memory for reuse (core.runtime.keep_freed_memory, for speed), so after a heavy question
+the process would keep its high-water mark. The limiter gives it back (core.views.work.release_memory) when heavy
+work finishes, and a janitor thread does the same once the server has been idle for IDLE_RELEASE_S seconds after
+any work: a server the class has left holds its bounded caches, not the largest question of the lecture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import streamlit as st
+
+from core.views.work import Work, release_memory
+
+HEAVY_SLOTS = max(1, int(os.environ.get("DASHBOARD_HEAVY_SLOTS", "1") or 1))
+IDLE_RELEASE_S = 10.0  # seconds without any page work before the freed memory goes back to the system
+WAIT_POLL_S = 0.1  # how often a waiting session checks whether its page was closed or changed
+
+
+def _yield_check():
+    """Streamlit's check that raises when the waiting run should stop or rerun (the page closed, a slider moved);
+    None outside a script run. Internal to Streamlit (pinned in requirements.txt), hence the guard."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
+    except ImportError:
+        return None
+    return get_run_yield_check()
+
+
+def _in_cached_function() -> bool:
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
+    except ImportError:
+        return False
+    return bool(in_cached_function.get())
+
+
+class Limiter:
+    """The slots, who holds and who waits for them, and the idle-time memory release."""
+
+    def __init__(self, slots: int, idle_release_s: float = IDLE_RELEASE_S):
+        self.size = slots
+        self._slots = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()
+        self._mine = threading.local()  # a thread holding a slot does not wait for another (no self-deadlock)
+        self.running = self.waiting = 0
+        self.heavy_done = 0  # heavy computations finished since start (tests read it)
+        self.idle_release_s = idle_release_s
+        self._last_work = time.monotonic()
+        self._dirty = False
+        self._janitor: threading.Thread | None = None
+
+    def ahead(self) -> int:
+        """Heavy computations running or waiting now (a new one waits for all but the free slots)."""
+        with self._lock:
+            return self.running + self.waiting
+
+    def touch(self) -> None:
+        """Some page work happened: release memory once the server has been idle a while after it."""
+        with self._lock:
+            self._last_work, self._dirty = time.monotonic(), True
+            if self._janitor is None:
+                self._janitor = threading.Thread(target=self._janitor_loop, name="work-limit-janitor", daemon=True)
+                self._janitor.start()
+
+    @contextlib.contextmanager
+    def slot(self, work: Work) -> Iterator[None]:
+        """Run the block as `work`: at once when it is light, in a slot when it is heavy."""
+        self.touch()
+        if not work.heavy or getattr(self._mine, "held", False):
+            yield
+            return
+        self._acquire()
+        self._mine.held = True
+        try:
+            yield
+        finally:
+            self._mine.held = False
+            with self._lock:
+                self.running -= 1
+                self.heavy_done += 1
+            self._slots.release()
+            release_memory()
+            self.touch()
+
+    def _acquire(self) -> None:
+        with self._lock:
+            self.waiting += 1
+        try:
+            check = _yield_check()
+            while not self._slots.acquire(timeout=WAIT_POLL_S):
+                if check is not None:
+                    check()  # raises when the page was closed or changed: the wait ends, no slot is taken
+        finally:
+            with self._lock:
+                self.waiting -= 1
+        with self._lock:
+            self.running += 1
+
+    def _janitor_loop(self) -> None:
+        while True:
+            time.sleep(self.idle_release_s / 2)
+            with self._lock:
+                idle = time.monotonic() - self._last_work >= self.idle_release_s and self.running == 0
+                due = idle and self._dirty
+                if due:
+                    self._dirty = False
+            if due:
+                release_memory()
+
+
+LIMITER = Limiter(HEAVY_SLOTS)
+
+
+def progress_text(work: Work, ahead: int) -> str:
+    queue = (f"; {ahead:,} heavy question{'s' if ahead != 1 else ''} ahead of it on this server, which runs "
+             f"{HEAVY_SLOTS} at a time so that other pages keep answering") if ahead >= HEAVY_SLOTS else ""
+    return f"{work.what}{queue}."
+
+
+@contextlib.contextmanager
+def progress(work: Work) -> Iterator[None]:
+    """Around a page's cached call: for heavy work, a spinner saying what is computed (and what it waits for),
+    with its elapsed seconds; shown only if the call takes over half a second (a cached answer shows nothing)."""
+    LIMITER.touch()
+    if not work.heavy or _in_cached_function():
+        yield
+        return
+    with st.spinner(progress_text(work, LIMITER.ahead()), show_time=True):
+        yield
