@@ -216,18 +216,27 @@ def planner_memory(n: int, settle: float) -> dict:
             "settle_s": settle}
 
 
-COSTLY = ("/planner?model=deepseek-v3&gpus=61440&seq=1048576&mb_sizes=1,2,3,4,5,6,7,8&offload=all")
+COSTLY = "/planner?model=deepseek-v3&gpus=61440&seq=1048576&mb_sizes=1,2,3,4,5,6,7,8&offload=all"  # issue 24's
+# A question as large as the bounded planner lets through, which the unbounded one also answers (15 s, 1.7 GB on the
+# CLI): distinct variants of it are what several students asking large questions at once look like.
+LARGE = "/planner?model=deepseek-v3&gpus=16384&seq=131072&mb_sizes={mb}&offload=all"
+LARGE_MB = ("1,2,3,4", "1,2,3,5", "1,2,4,6", "1,3,4,8")
 OTHER = Link("zero", "/zero?model=llama3-70b&nd=96")
 
 
-def costly(other_delay: float = 3.0) -> dict:
-    """Issue 24's costly planner link, and `other_delay` s later another student's page: both times."""
+def costly(heavy: int, other_delay: float = 3.0, link: str = COSTLY) -> dict:
+    """`heavy` costly planner links opened at once (issue 24's, or with heavy > 1 distinct large questions), and
+    `other_delay` s later another student's page: every time, and the server's peak memory."""
+    paths = [link] if heavy == 1 else [LARGE.format(mb=mb) for mb in itertools.islice(itertools.cycle(LARGE_MB),
+                                                                                          heavy)]
     with serve(server_command(port := free_port()), "bench-classroom-costly.log") as base:
         pid = server_pid(port)
         with Sampler(pid) as mem:
-            heavy, other = asyncio.run(_with_browser(lambda b: asyncio.gather(
-                student(b, base, Link("planner", COSTLY)), student(b, base, OTHER, other_delay))))
-    return {"costly": heavy, "other": other, "other_after_s": other_delay, "rss_peak_mb": mem.peak}
+            *heavies, other = asyncio.run(_with_browser(lambda b: asyncio.gather(
+                *(student(b, base, Link("planner", path)) for path in paths), student(b, base, OTHER, other_delay))))
+        settled = settled_rss(pid, 15.0)
+    return {"costly": heavies, "other": other, "other_after_s": other_delay, "rss_peak_mb": mem.peak,
+            "rss_settled_mb": settled}
 
 
 def machine() -> dict:
@@ -242,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=0.0, help="seconds over which the links are opened (0: at once)")
     ap.add_argument("--settle", type=float, default=30.0, help="idle seconds before the settled memory is read")
     ap.add_argument("--planner-links", type=int, default=0, metavar="N", help="the memory run instead")
-    ap.add_argument("--costly", action="store_true", help="the costly-link run instead")
+    ap.add_argument("--costly", type=int, default=0, metavar="N",
+                    help="the costly-link run instead: issue 24's link (N = 1) or N distinct large questions")
+    ap.add_argument("--link", default=COSTLY, help="with --costly 1: the costly link (path and query)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
@@ -250,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     before = machine()
     if args.costly:
-        out = costly()
+        out = costly(args.costly, link=args.link)
     elif args.planner_links:
         out = planner_memory(args.planner_links, args.settle)
     else:
