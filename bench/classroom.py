@@ -91,6 +91,18 @@ def server_pid(port: int) -> int:
     raise RuntimeError(f"no streamlit process with {flag.decode()}")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every process of the machine has used (the browser's, the server's, any other job's)."""
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -99,10 +111,12 @@ def rss_mb(pid: int) -> float:
 
 
 class Sampler:
-    """The server's RSS every `every` seconds in a thread: peak and the last value."""
+    """The server's RSS every `every` seconds in a thread: peak and the last value; its CPU seconds and the wall
+    time over the run (cpu / wall near 1: the server, one Python thread at a time, was the bottleneck)."""
 
     def __init__(self, pid: int, every: float = 0.2):
         self.pid, self.every, self.peak, self.last = pid, every, 0.0, 0.0
+        self.cpu = self.wall = self.busy = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -113,12 +127,19 @@ class Sampler:
             self._stop.wait(self.every)
 
     def __enter__(self) -> Sampler:
+        self._t0, self._cpu0, self._busy0 = time.perf_counter(), cpu_s(self.pid), machine_busy_s()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self.wall, self.cpu = time.perf_counter() - self._t0, cpu_s(self.pid) - self._cpu0
+        self.busy = machine_busy_s() - self._busy0
+
+    def report(self) -> dict:
+        return {"rss_peak_mb": round(self.peak, 1), "server_cpu_s": round(self.cpu, 1),
+                "machine_cpu_s": round(self.busy, 1), "wall_s": round(self.wall, 1)}
 
 
 def settled_rss(pid: int, seconds: float) -> float:
@@ -190,7 +211,7 @@ def classroom(sessions: int, window: float, settle: float) -> dict:
             results = asyncio.run(_with_browser(lambda b: asyncio.gather(
                 *(student(b, base, link, d) for link, d in zip(chosen, delays, strict=True)))))
         settled = settled_rss(pid, settle)
-    return {**summary(list(results)), "window_s": window, "rss_start_mb": start, "rss_peak_mb": mem.peak,
+    return {**summary(list(results)), "window_s": window, "rss_start_mb": start, **mem.report(),
             "rss_settled_mb": settled, "settle_s": settle}
 
 
@@ -211,7 +232,7 @@ def planner_memory(n: int, settle: float) -> dict:
         with Sampler(pid) as mem:
             results = asyncio.run(_with_browser(one_by_one))
         settled = settled_rss(pid, settle)
-    return {**summary(results), "rss_start_mb": start, "rss_peak_mb": mem.peak,
+    return {**summary(results), "rss_start_mb": start, **mem.report(),
             "rss_after_each_mb": [round(r["rss_mb"]) for r in results], "rss_settled_mb": settled,
             "settle_s": settle}
 
@@ -235,7 +256,7 @@ def costly(heavy: int, other_delay: float = 3.0, link: str = COSTLY) -> dict:
             *heavies, other = asyncio.run(_with_browser(lambda b: asyncio.gather(
                 *(student(b, base, Link("planner", path)) for path in paths), student(b, base, OTHER, other_delay))))
         settled = settled_rss(pid, 15.0)
-    return {"costly": heavies, "other": other, "other_after_s": other_delay, "rss_peak_mb": mem.peak,
+    return {"costly": heavies, "other": other, "other_after_s": other_delay, **mem.report(),
             "rss_settled_mb": settled}
 
 

@@ -26,7 +26,7 @@ LIGHT = work.Work("light", 1, False)
 def test_the_issues_costly_question_is_heavy_and_the_default_one_is_not():
     costly, default = work.planner_work(COSTLY), work.planner_work(PlannerParams())
     assert costly.heavy and costly.units > 1_000_000
-    assert "61,440 GPUs" in costly.what and f"{costly.units:,}" in costly.what
+    assert "deepseek-v3 on 61,440 GPUs" in costly.what and f"{costly.units:,}" in costly.what
     assert not default.heavy and 1_000 < default.units < work.HEAVY_CANDIDATES
 
 

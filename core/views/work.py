@@ -74,7 +74,7 @@ def planner_work(q: PlannerParams) -> Work:
         return LIGHT
     dims = grid.dimensions(q, degrees)
     n = math.prod(len(dims[k]) for k in grid.BASE)
-    return Work(f"Planning {q.gpus:,} GPUs for {q.model}: up to {n:,} candidate layouts", n, n > HEAVY_CANDIDATES)
+    return Work(f"Planning {q.model} on {q.gpus:,} GPUs: up to {n:,} candidate layouts", n, n > HEAVY_CANDIDATES)
 
 
 def release_memory() -> bool:
