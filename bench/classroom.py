@@ -200,18 +200,26 @@ def summary(results: list[dict]) -> dict:
 
 # --- the three runs ---------------------------------------------------------------------------------------------
 
-def classroom(sessions: int, window: float, settle: float) -> dict:
-    """`sessions` distinct links opened within `window` seconds (0: all at once) against a fresh server."""
+LECTURER = [*(Link(page, f"/{page}") for page in ("pipeline", "zero", "planner")),
+            Link("lecture", "/lecture?e1_ans=true")]
+
+
+def classroom(sessions: int, window: float, settle: float, warm: bool = True) -> dict:
+    """`sessions` distinct links opened within `window` seconds (0: all at once) against a fresh server. With
+    `warm`, the lecturer first opens each page once at its defaults (as before sharing the links): the class then
+    meets a started server (its modules loaded) whose caches hold none of the class's links."""
     chosen = links(sessions)
     delays = [window * i / max(1, sessions - 1) for i in range(sessions)] if window else [0.0] * sessions
     with serve(server_command(port := free_port()), "bench-classroom-server.log") as base:
         pid = server_pid(port)
+        if warm:
+            asyncio.run(_with_browser(lambda b: asyncio.gather(*(student(b, base, link) for link in LECTURER))))
         start = rss_mb(pid)
         with Sampler(pid) as mem:
             results = asyncio.run(_with_browser(lambda b: asyncio.gather(
                 *(student(b, base, link, d) for link, d in zip(chosen, delays, strict=True)))))
         settled = settled_rss(pid, settle)
-    return {**summary(list(results)), "window_s": window, "rss_start_mb": start, **mem.report(),
+    return {**summary(list(results)), "window_s": window, "warm": warm, "rss_start_mb": start, **mem.report(),
             "rss_settled_mb": settled, "settle_s": settle}
 
 
@@ -275,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--costly", type=int, default=0, metavar="N",
                     help="the costly-link run instead: issue 24's link (N = 1) or N distinct large questions")
     ap.add_argument("--link", default=COSTLY, help="with --costly 1: the costly link (path and query)")
+    ap.add_argument("--cold", action="store_true", help="no lecturer's visit first: the class meets a cold server")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
@@ -286,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.planner_links:
         out = planner_memory(args.planner_links, args.settle)
     else:
-        out = classroom(args.sessions, args.window, args.settle)
+        out = classroom(args.sessions, args.window, args.settle, warm=not args.cold)
     out["machine"] = {**before, "load_1min_after": round(os.getloadavg()[0], 2)}
     print(json.dumps(out, indent=2, default=str) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 1 if out.get("errors") else 0

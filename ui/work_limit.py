@@ -14,8 +14,9 @@ instead of the class's. Set DASHBOARD_HEAVY_SLOTS to the cores beyond the first 
 
 Memory: glibc keeps freed memory for reuse (core.runtime.keep_freed_memory, for speed), so after a heavy question
 the process would keep its high-water mark. The limiter gives it back (core.views.work.release_memory) when heavy
-work finishes, and a janitor thread does the same once the server has been idle for IDLE_RELEASE_S seconds after
-any work: a server the class has left holds its bounded caches, not the largest question of the lecture.
+work finishes and after any plan (each allocates 100 MB or more), and a janitor thread does the same once the
+server has been idle for IDLE_RELEASE_S seconds after any work: a server the class has left holds its bounded
+caches, not the largest question of the lecture.
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ class Limiter:
         """Run the block as `work`: at once when it is light, in a slot when it is heavy."""
         self.touch()
         if not work.heavy or getattr(self._mine, "held", False):
-            yield
+            try:
+                yield
+            finally:
+                if work.release:
+                    release_memory()
             return
         self._acquire()
         self._mine.held = True

@@ -33,11 +33,14 @@ HEAVY_CANDIDATES = 100_000  # grid combinations of one plan
 
 @dataclass(frozen=True)
 class Work:
-    """What a call will compute, in words (shown while it runs), its size, and whether it is the heavy kind."""
+    """What a call will compute, in words (shown while it runs), its size, whether it is the heavy kind, and whether
+    the memory it frees should go back to the system as soon as it is done (`release`: every plan allocates
+    100 MB or more, which glibc would otherwise keep per thread; small simulations keep theirs for speed)."""
 
     what: str
     units: int
     heavy: bool
+    release: bool = False
 
 
 LIGHT = Work("", 0, False)  # a call whose size cannot be counted up front is refused by core quickly: not heavy
@@ -74,7 +77,8 @@ def planner_work(q: PlannerParams) -> Work:
         return LIGHT
     dims = grid.dimensions(q, degrees)
     n = math.prod(len(dims[k]) for k in grid.BASE)
-    return Work(f"Planning {q.model} on {q.gpus:,} GPUs: up to {n:,} candidate layouts", n, n > HEAVY_CANDIDATES)
+    return Work(f"Planning {q.model} on {q.gpus:,} GPUs: up to {n:,} candidate layouts", n, n > HEAVY_CANDIDATES,
+                release=True)
 
 
 def release_memory() -> bool:
