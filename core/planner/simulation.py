@@ -23,11 +23,6 @@ _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
 _COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
 _COMPILED_MAX = 512
-# Structures are bounded by the operations they hold too: a compiled schedule keeps ~140 bytes per operation
-# (measured: 183 structures of 24 planner questions held 2.5 M operations and 350 MB), so a count alone let the
-# cache hold gigabytes. MAX_OPS operations: ~150 MB, the same bound as core.pipeline.result's caches.
-_COMPILED_MAX_OPS = MAX_OPS
-_compiled_ops = [0]  # operations held in _COMPILED
 # Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
 # a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
 # and what it leaves out is named.
@@ -54,18 +49,10 @@ def schedule_structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool
             out: tuple | str = (s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s))
         except InputError as exc:
             out = str(exc)
-        _keep_structure(key, out)
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = out
     return _COMPILED[key]
-
-
-def _keep_structure(key: tuple, out: tuple | str) -> None:
-    """Store a structure, dropping the oldest ones while the cache is over its count or operation bound."""
-    size = 0 if isinstance(out, str) else out[2].num_ops
-    while _COMPILED and (len(_COMPILED) >= _COMPILED_MAX or _compiled_ops[0] + size > _COMPILED_MAX_OPS):
-        old = _COMPILED.pop(next(iter(_COMPILED)))
-        _compiled_ops[0] -= 0 if isinstance(old, str) else old[2].num_ops
-    _COMPILED[key] = out
-    _compiled_ops[0] += size
 
 
 def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float = 0.0, first: float = 1.0,
@@ -130,7 +117,6 @@ def clear_cache() -> None:
     """Forget every simulated key and compiled schedule (benchmarks measure cold runs with it)."""
     _SIM_CACHE.clear()
     _COMPILED.clear()
-    _compiled_ops[0] = 0
 
 
 def simulated_costs(schedule, tf, tb, tw, first, last, p, split=None) -> dict[str, np.ndarray]:
