@@ -170,6 +170,39 @@ async def student(browser, base: str, link: Link, delay: float = 0.0) -> dict:
         await context.close()
 
 
+async def student_ws(base: str, link: Link, delay: float = 0.0) -> dict:
+    """One student as the server sees it (--clients ws): Streamlit's own WebSocket protocol asks for the link's page
+    and query, and the time runs until the first number arrives (a metric with a digit, or a revealed answer). What
+    a browser adds to it runs on the student's own machine, not the server's."""
+    import re
+
+    import websockets
+    from streamlit.proto import BackMsg_pb2, ForwardMsg_pb2
+
+    await asyncio.sleep(delay)
+    page, _, query = link.path.lstrip("/").partition("?")
+    t0 = time.perf_counter()
+    try:
+        async with websockets.connect(base.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                                      max_size=None) as ws:
+            msg = BackMsg_pb2.BackMsg()
+            msg.rerun_script.query_string, msg.rerun_script.page_name = query, page
+            await ws.send(msg.SerializeToString())
+            while True:
+                fm = ForwardMsg_pb2.ForwardMsg()
+                fm.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
+                if fm.WhichOneof("type") != "delta" or fm.delta.WhichOneof("type") != "new_element":
+                    continue
+                el = fm.delta.new_element
+                kind = el.WhichOneof("type")
+                if (kind == "metric" and re.search(r"[0-9]", el.metric.body)) or (
+                        kind == "markdown" and re.search(r"m = [0-9]", el.markdown.body)):
+                    return {"page": link.page, "path": link.path, "first_s": time.perf_counter() - t0, "error": None}
+    except Exception as exc:
+        return {"page": link.page, "path": link.path, "first_s": None,
+                "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
+
+
 async def _with_browser(work):
     from playwright.async_api import async_playwright
 
@@ -179,6 +212,10 @@ async def _with_browser(work):
             return await work(browser)
         finally:
             await browser.close()
+
+
+async def _gather(coros):
+    return await asyncio.gather(*coros)
 
 
 def percentile(xs: list[float], q: float) -> float | None:
@@ -204,7 +241,7 @@ LECTURER = [*(Link(page, f"/{page}") for page in ("pipeline", "zero", "planner")
             Link("lecture", "/lecture?e1_ans=true")]
 
 
-def classroom(sessions: int, window: float, settle: float, warm: bool = True) -> dict:
+def classroom(sessions: int, window: float, settle: float, warm: bool = True, clients: str = "browser") -> dict:
     """`sessions` distinct links opened within `window` seconds (0: all at once) against a fresh server. With
     `warm`, the lecturer first opens each page once at its defaults (as before sharing the links): the class then
     meets a started server (its modules loaded) whose caches hold none of the class's links."""
@@ -216,11 +253,15 @@ def classroom(sessions: int, window: float, settle: float, warm: bool = True) ->
             asyncio.run(_with_browser(lambda b: asyncio.gather(*(student(b, base, link) for link in LECTURER))))
         start = rss_mb(pid)
         with Sampler(pid) as mem:
-            results = asyncio.run(_with_browser(lambda b: asyncio.gather(
-                *(student(b, base, link, d) for link, d in zip(chosen, delays, strict=True)))))
+            if clients == "ws":
+                results = asyncio.run(_gather(student_ws(base, link, d) for link, d in zip(chosen, delays,
+                                                                                            strict=True)))
+            else:
+                results = asyncio.run(_with_browser(lambda b: asyncio.gather(
+                    *(student(b, base, link, d) for link, d in zip(chosen, delays, strict=True)))))
         settled = settled_rss(pid, settle)
-    return {**summary(list(results)), "window_s": window, "warm": warm, "rss_start_mb": start, **mem.report(),
-            "rss_settled_mb": settled, "settle_s": settle}
+    return {**summary(list(results)), "clients": clients, "window_s": window, "warm": warm, "rss_start_mb": start,
+            **mem.report(), "rss_settled_mb": settled, "settle_s": settle}
 
 
 def planner_memory(n: int, settle: float) -> dict:
@@ -283,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--costly", type=int, default=0, metavar="N",
                     help="the costly-link run instead: issue 24's link (N = 1) or N distinct large questions")
     ap.add_argument("--link", default=COSTLY, help="with --costly 1: the costly link (path and query)")
+    ap.add_argument("--clients", choices=("browser", "ws"), default="browser",
+                    help="browser: a Chromium page per student (default); ws: Streamlit's WebSocket protocol, what the "
+                         "server does without the 40 pages' rendering on the same machine")
     ap.add_argument("--cold", action="store_true", help="no lecturer's visit first: the class meets a cold server")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -295,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.planner_links:
         out = planner_memory(args.planner_links, args.settle)
     else:
-        out = classroom(args.sessions, args.window, args.settle, warm=not args.cold)
+        out = classroom(args.sessions, args.window, args.settle, warm=not args.cold, clients=args.clients)
     out["machine"] = {**before, "load_1min_after": round(os.getloadavg()[0], 2)}
     print(json.dumps(out, indent=2, default=str) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 1 if out.get("errors") else 0

@@ -99,3 +99,18 @@ def test_freed_memory_goes_back_to_the_system():
     kept = _rss_mb()  # glibc keeps up to 256 MB of it at the heap's top
     assert release_freed_memory()
     assert _rss_mb() < kept - 150 and _rss_mb() < before + 100
+
+
+def test_plans_queue_in_their_own_lane_and_other_light_work_in_none():
+    from ui import work_limit
+
+    assert work.planner_work(PlannerParams()).lane == "plans" and work.planner_work(COSTLY).lane == "heavy"
+    assert work.pipeline_work(PipelineParams()).lane == "" and work.planner_work(PlannerParams()).release
+    assert set(work_limit.LANES) == {"heavy", "plans"} and work_limit.LANES["heavy"] is work_limit.LIMITER
+    plans = work_limit.LANES["plans"]
+    with work_limit.slot(work.planner_work(PlannerParams())):
+        assert plans.ahead() == 1 and work_limit.LIMITER.ahead() == 0
+        with work_limit.slot(work.pipeline_work(PipelineParams())):  # light: no lane, no wait
+            assert plans.ahead() == 1
+    assert plans.ahead() == 0
+    assert "question of this kind" in progress_text(work.planner_work(PlannerParams()), 1, 1)

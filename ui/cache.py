@@ -56,7 +56,7 @@ def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None
 
         @functools.wraps(func)
         def limited(*args, **kwargs):  # what the cache runs on a miss: heavy work in a slot
-            with work_limit.LIMITER.slot(work(*args, **kwargs)):
+            with work_limit.slot(work(*args, **kwargs)):
                 return func(*args, **kwargs)
 
         inner = st.cache_data(limited, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,

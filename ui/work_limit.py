@@ -32,6 +32,10 @@ import streamlit as st
 from core.views.work import Work, release_memory
 
 HEAVY_SLOTS = max(1, int(os.environ.get("DASHBOARD_HEAVY_SLOTS", "1") or 1))
+# Plans below the heavy threshold (0.2-2 s and 100-300 MB each) queue in a lane of their own, one at a time: forty
+# students opening distinct planner links at once then get their plans one after another (the first in a second or
+# two) instead of all at the end, and the server holds one plan's working memory instead of ten (bench/classroom.py).
+PLAN_SLOTS = max(1, int(os.environ.get("DASHBOARD_PLAN_SLOTS", "1") or 1))
 IDLE_RELEASE_S = 10.0  # seconds without any page work before the freed memory goes back to the system
 WAIT_POLL_S = 0.1  # how often a waiting session checks whether its page was closed or changed
 
@@ -86,7 +90,7 @@ class Limiter:
     def slot(self, work: Work) -> Iterator[None]:
         """Run the block as `work`: at once when it is light, in a slot when it is heavy."""
         self.touch()
-        if not work.heavy or getattr(self._mine, "held", False):
+        if not work.lane or getattr(self._mine, "held", False):
             try:
                 yield
             finally:
@@ -103,7 +107,8 @@ class Limiter:
                 self.running -= 1
                 self.heavy_done += 1
             self._slots.release()
-            release_memory()
+            if work.heavy or work.release:
+                release_memory()
             self.touch()
 
     def _acquire(self) -> None:
@@ -132,22 +137,41 @@ class Limiter:
                 release_memory()
 
 
-LIMITER = Limiter(HEAVY_SLOTS)
+LIMITER = Limiter(HEAVY_SLOTS)  # the heavy lane; its janitor releases memory for every lane
+LANES = {"heavy": LIMITER, "plans": Limiter(PLAN_SLOTS)}
 
 
-def progress_text(work: Work, ahead: int) -> str:
-    queue = (f"; {ahead:,} heavy question{'s' if ahead != 1 else ''} ahead of it on this server, which runs "
-             f"{HEAVY_SLOTS} at a time so that other pages keep answering") if ahead >= HEAVY_SLOTS else ""
+def slot(work: Work):
+    """Inside a cached function (a miss): run `work` in its lane, at once when it has none."""
+    LIMITER.touch()
+    lane = LANES.get(work.lane)
+    return lane.slot(work) if lane is not None else _released_after(work)
+
+
+@contextlib.contextmanager
+def _released_after(work: Work) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if work.release:
+            release_memory()
+
+
+def progress_text(work: Work, ahead: int, slots: int = HEAVY_SLOTS) -> str:
+    kind = "heavy question" if work.heavy else "question of this kind"
+    queue = (f"; {ahead:,} {kind}{'s' if ahead != 1 else ''} ahead of it on this server, which runs {slots} at a "
+             "time so that other pages keep answering") if ahead >= slots else ""
     return f"{work.what}{queue}."
 
 
 @contextlib.contextmanager
 def progress(work: Work) -> Iterator[None]:
-    """Around a page's cached call: for heavy work, a spinner saying what is computed (and what it waits for),
+    """Around a page's cached call: for work in a lane, a spinner saying what is computed (and what it waits for),
     with its elapsed seconds; shown only if the call takes over half a second (a cached answer shows nothing)."""
     LIMITER.touch()
-    if not work.heavy or _in_cached_function():
+    lane = LANES.get(work.lane)
+    if lane is None or _in_cached_function():
         yield
         return
-    with st.spinner(progress_text(work, LIMITER.ahead()), show_time=True):
+    with st.spinner(progress_text(work, lane.ahead(), lane.size), show_time=True):
         yield

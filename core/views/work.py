@@ -33,14 +33,21 @@ HEAVY_CANDIDATES = 100_000  # grid combinations of one plan
 
 @dataclass(frozen=True)
 class Work:
-    """What a call will compute, in words (shown while it runs), its size, whether it is the heavy kind, and whether
-    the memory it frees should go back to the system as soon as it is done (`release`: every plan allocates
-    100 MB or more, which glibc would otherwise keep per thread; small simulations keep theirs for speed)."""
+    """What a call will compute, in words (shown while it runs), its size, whether it is the heavy kind, the lane it
+    queues in ("heavy"; "plans": every plan, a second or two and 100 MB or more each, one at a time beside the heavy
+    lane, so ten students planning at once finish one after another instead of all at the end; "": at once), and
+    whether the memory it frees goes back to the system as soon as it is done (`release`: plans, which glibc would
+    otherwise keep per thread; small simulations keep theirs for speed)."""
 
     what: str
     units: int
     heavy: bool
     release: bool = False
+    lane_of_light: str = ""
+
+    @property
+    def lane(self) -> str:
+        return "heavy" if self.heavy else self.lane_of_light
 
 
 LIGHT = Work("", 0, False)  # a call whose size cannot be counted up front is refused by core quickly: not heavy
@@ -78,7 +85,7 @@ def planner_work(q: PlannerParams) -> Work:
     dims = grid.dimensions(q, degrees)
     n = math.prod(len(dims[k]) for k in grid.BASE)
     return Work(f"Planning {q.model} on {q.gpus:,} GPUs: up to {n:,} candidate layouts", n, n > HEAVY_CANDIDATES,
-                release=True)
+                release=True, lane_of_light="plans")
 
 
 def release_memory() -> bool:
