@@ -49,7 +49,7 @@ def test_nginx_accepts_the_config(nginx, tmp_path):
 def test_the_proxy_passes_the_dashboards_largest_upload():
     limit_mb = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"].get("maxUploadSize", 200)
     found = re.search(r"client_max_body_size\s+(\d+)m;", CONF.read_text())
-    assert found and int(found.group(1)) >= limit_mb
+    assert found and int(found.group(1)) > limit_mb  # the multipart envelope comes on top of the file
 
 
 def _replica(name: str) -> tuple[http.server.ThreadingHTTPServer, int]:

@@ -31,10 +31,10 @@ from core.pipeline.timeline_view import (
     step_cursor,
     timeline_view,
 )
-from core.pipeline.trace_import import MAX_BYTES, simulate_actions
+from core.pipeline.trace_import import simulate_actions
 from core.pipeline.view import PipelineView, actions_csv, cli_command, nearest_runnable, pipeline_view, trace_json
 
-__all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS", "MAX_BYTES",
+__all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS",
            "NUM_KINDS", "Bars", "Heat", "Imported", "Match", "PipelineParams", "PipelineView", "TimelineView",
            "actions_csv", "cli_command", "cursor_time", "equal_memory", "explain", "frontier", "imported",
            "match_memory",
@@ -62,9 +62,10 @@ class Imported:
     v: int
 
 
-def imported(text: str, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
-    """core.pipeline.trace_import.simulate_actions with the page's costs, kept to what the page draws."""
-    result = simulate_actions(text, tf, tb, tw, tcomm)
+def imported(data: bytes, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
+    """core.pipeline.trace_import.simulate_actions with the page's costs, kept to what the page draws (`data`: the
+    upload's bytes, checked against the upload limit and decoded by core)."""
+    result = simulate_actions(data, tf, tb, tw, tcomm)
     s = result.schedule
     return Imported(result.summary(), timeline_view(result.timeline, MAX_BARS, BINS), s.p, s.m, s.v)
 
