@@ -20,14 +20,20 @@ Rules:
   (calls are meant to be fast; a spinner flashing on every slider move is noise).
 - core raises InputError for inputs it refuses: st.cache_data does not cache exceptions, so the page
   catches it and shows the message (st.error(str(exc)) is fine: core's messages are our own text).
+- A call that can be large says how large (`work=`, a core.views.work counter taking the same arguments): a miss
+  of heavy work then runs in one of the server's few slots (ui/work_limit.py) and the page shows what it computes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import streamlit as st
+
+from core.views.work import Work
+from ui import work_limit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,15 +41,34 @@ DEFAULT_MAX_ENTRIES = 64
 
 
 def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None = None,
-           ttl: float | None = None, hash_funcs: dict | None = None) -> Callable[[F], F]:
+           ttl: float | None = None, hash_funcs: dict | None = None,
+           work: Callable[..., Work] | None = None) -> Callable[[F], F]:
     """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds (hash_funcs: as
-    st.cache_data's, e.g. a parameter dataclass keyed by its repr instead of Streamlit's field-by-field hash)."""
+    st.cache_data's, e.g. a parameter dataclass keyed by its repr instead of Streamlit's field-by-field hash;
+    work: the call's size, see ui/work_limit.py)."""
     if max_entries < 1:
         raise ValueError("max_entries must be at least 1")
 
     def wrap(func: F) -> F:
-        return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
-                             hash_funcs=hash_funcs)
+        if work is None:
+            return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
+                                 hash_funcs=hash_funcs)
+
+        @functools.wraps(func)
+        def limited(*args, **kwargs):  # what the cache runs on a miss: heavy work in a slot
+            with work_limit.slot(work(*args, **kwargs)):
+                return func(*args, **kwargs)
+
+        inner = st.cache_data(limited, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
+                              hash_funcs=hash_funcs)
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):  # what the page calls: heavy work shows what it computes while it runs
+            with work_limit.progress(work(*args, **kwargs)):
+                return inner(*args, **kwargs)
+
+        call.clear = inner.clear
+        return call  # type: ignore[return-value]
 
     return wrap
 

@@ -17,6 +17,7 @@ from core.views.pipeline import (
     pipeline_view,
     trace_json,
 )
+from core.views.work import pipeline_work
 from ui.cache import cached
 
 MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded
@@ -29,7 +30,7 @@ def budget(views: int) -> tuple[int, int]:
     return max(MIN_COMPARE_BARS, MAX_BARS // n), max(MIN_COMPARE_BINS, BINS // n)
 
 
-@cached(max_entries=48, max_size="300MB")
+@cached(max_entries=48, max_size="64MB", work=lambda params, *_, **__: pipeline_work(params))
 def view(params: PipelineParams, max_bars: int = MAX_BARS, bins: int = BINS) -> PipelineView:
     """Cached core.pipeline.view.pipeline_view (raises InputError: st.cache_data does not cache it)."""
     return pipeline_view(params, max_bars, bins)

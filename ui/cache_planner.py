@@ -18,6 +18,7 @@ from core.params.memory import ZERO
 from core.params.pipeline import PIPELINE
 from core.params.planner import PlannerParams
 from core.views import planner as pv
+from core.views.work import planner_work
 from ui import figures_planner as fp
 from ui.cache import cached
 from ui.links import page_link_with_params
@@ -31,7 +32,7 @@ pipeline_params = pv.pipeline_params
 zero_params = pv.zero_params
 
 
-@cached(max_entries=16, hash_funcs=BY_REPR)
+@cached(max_entries=16, max_size="64MB", hash_funcs=BY_REPR, work=planner_work)
 def plan_view(q: PlannerParams) -> pv.PlanView:
     """core.views.planner.plan_view for one parameter set."""
     return pv.plan_view(q)

@@ -21,6 +21,7 @@ from core.views.pipeline import (
     frontier,
     match_memory,
 )
+from core.views.work import frontier_work, match_work
 from ui import figures_memory
 from ui.cache import cached
 from ui.figures_pipeline import modebar_config
@@ -45,12 +46,12 @@ def view_toggles() -> dict:
     return {k: spec_input(VIEW[k]) for k in ("equal_mem", "frontier")}
 
 
-@cached(max_entries=32)
+@cached(max_entries=32, work=frontier_work)
 def _frontier(params: PipelineParams) -> list[dict]:
     return frontier(params, max_ops=FRONTIER_OPS)
 
 
-@cached(max_entries=128)
+@cached(max_entries=128, work=match_work)
 def _match(params: PipelineParams, name: str) -> Match:
     return match_memory(params, name)
 
