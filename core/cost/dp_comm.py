@@ -11,7 +11,11 @@ the backward runs (all-reduce for ZeRO-0, reduce-scatter for ZeRO-1/2), once per
 backward (gradient accumulation holds them before), for every micro-batch under ZeRO-2 (its gradient shard cannot
 accumulate unreduced); the updated parameters are all-gathered after the optimizer step (ZeRO-1/2) in the same
 buckets, during the next step's first forward. The last bucket waits for the whole backward, so at least one
-bucket is exposed; beyond it, what exceeds the window is.
+bucket is exposed; beyond it, what exceeds the window is. Under an interleaved schedule the reduction is issued per
+model chunk, after that chunk's last micro-batch (Megatron-Core r0.8 pipeline_parallel/schedules.py, grad_sync_func
+per chunk; PyTorch's torch/distributed/pipelining/schedules.py, REDUCE_GRAD after each stage's last backward; the
+per-chunk overlap MegaScale section 3.2 describes): the later chunks' backward passes hide the earlier chunks'
+reductions and only the last chunk's share must wait for the end.
 
 Each collective costs its own latency (core.cost.collective: NCCL's ring, tree or PAT), so a gather over 2,048
 ranks is not free however few bytes it moves. `windows` scale the compute by the dp_overlap assumption (kernel
