@@ -180,17 +180,19 @@ def test_scaling_series_drift():
     s = validation_scaling.validate()
     summary = {x.key: x for x in s.summary()}
     assert summary["megascale-175b-b6144"].role == "calibration"
-    assert summary["megascale-175b-b6144"].drift < 0.055  # measured +18 % GPU-seconds per sequence, predicted +19 %
+    # with the baseline's defaults (selective recompute, no flash, blocking sends): errors 0 to -6 %, drift 6.0 points
+    assert summary["megascale-175b-b6144"].drift < 0.065  # measured +18 % GPU-seconds per sequence, predicted +18 %
     assert summary["megascale-530b-weak"].drift < 0.02 and summary["mtnlg-530b"].drift < 0.04
     assert summary["llama3-405b"].drift < 0.04
     cal = s.steps[s.steps["series"] == "megascale-175b-b6144"]
     growth = (cal["predicted_s"] * cal["gpus"]).to_numpy()
-    assert growth[-1] / growth[0] == pytest.approx(1.19, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
+    assert growth[-1] / growth[0] == pytest.approx(1.18, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
     assert np.all(s.steps["fits"] | (s.steps["series"] == "llama3-405b"))
-    # the calibration series asks for the sourced default: 6 % of the bandwidth per doubling of servers
-    # (NVIDIA/nccl issue 1229) leaves its errors without a trend; none or twice that tilt them
-    assert s.fit["fitted_ring_loss"] == 0.06 and abs(s.fit["fitted_trend_per_doubling"]) < 0.004  # 0.0036 refitted
-    assert s.fit["trends"]["0"] < -0.01 and s.fit["trends"]["0.12"] > 0.02
+    # the sourced default, 6 % of the bandwidth per doubling of servers (NVIDIA/nccl issue 1229), leaves the
+    # calibration series a trend of -0.55 points per doubling; the series alone would ask for 8 % (+0.34); none or
+    # twice the default tilt it more (the default is kept: a measurement, not this fit)
+    assert s.fit["fitted_ring_loss"] == 0.08 and abs(s.fit["trends"]["0.06"]) < 0.006
+    assert s.fit["trends"]["0"] < -0.02 and s.fit["trends"]["0.12"] > 0.02
 
 
 def test_an_interleaved_schedule_reduces_each_chunks_gradients_behind_the_later_chunks_backward():
