@@ -15,7 +15,15 @@ import streamlit as st
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import COMPARE, VIEW
-from core.views.pipeline import BINS, PipelineParams, cli_command, cursor_time, schedule_summary, takes_v
+from core.views.pipeline import (
+    BINS,
+    PipelineParams,
+    checked_params,
+    cli_command,
+    cursor_time,
+    schedule_summary,
+    takes_v,
+)
 from ui import cache_pipeline as cache
 from ui import figures_pipeline as figs
 from ui.inputs_pipeline import (
@@ -248,7 +256,9 @@ def body() -> None:
     view_values = peek(VIEW)
     others = [s for s in peek_compare() if s != values["schedule"]]
     equal = bool(others) and view_values["equal_mem"]
-    params, views, refused, *rows, bins = schedule_views(PipelineParams(**values), others, equal)
+    checked, reset = checked_params(values)  # an input the stage split refuses is named and left at its default
+    show_notices(reset, title="Some inputs cannot be combined, so their defaults are used:")
+    params, views, refused, *rows, bins = schedule_views(checked, others, equal)
     headline(views.get(params.schedule), params)
     share_link({**values, **view_values}, others)  # early: a link copied while the page reruns is already this view's
     first_paint()

@@ -22,6 +22,7 @@ from core.params.planner import (
     PlannerParams,
 )
 from core.units import fmt_bytes
+from core.views.fallback import settled
 from ui import cache_planner as cp
 from ui import figures_planner as fp
 from ui.layout import first_paint, is_presentation, page_header
@@ -42,12 +43,16 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 
 def headline(v: dict):
     """The best layout's numbers, drawn before any widget: (question, view or None)."""
-    try:
-        q = PlannerParams(**{k: x for k, x in v.items() if k in PLAN})
-        view = cp.plan_view(q)
+    def planned(values: dict):
+        q = PlannerParams(**values)
+        return q, cp.plan_view(q)
+
+    try:  # an input core refuses in combination (a precision the GPU lacks, ...) is named and left at its default
+        (q, view), _, reset = settled(planned, {k: x for k, x in v.items() if k in PLAN}, PLAN)
     except InputError as exc:
         st.error(f"These inputs cannot be planned: {exc}", icon=":material/error:")
         return None, None
+    show_notices(reset, title="Some inputs cannot be combined, so their defaults are used:")
     rec, best = view.recommendation, view.best
     cols = st.columns(4)  # the headline stays in place when nothing fits (a slider moved below what fits)
     if best is not None:
@@ -94,8 +99,11 @@ def summary(view) -> None:
     rec, best = view.recommendation, view.best
     st.caption(f"{view.title}. {view.candidates:,} candidates, {view.feasible:,} feasible; "
                f"{view.simulations} pipeline simulations run for this plan (the others came from the cache).")
+    if view.narrowed:  # the work budget narrowed the search: said first, as a warning
+        st.warning(view.narrowed, icon=":material/filter_alt:")
     for note in view.notes:
-        st.info(note, icon=":material/info:")
+        if note != view.narrowed:
+            st.info(note, icon=":material/info:")
     with st.container(border=True):
         for title, items in rec.sections():
             if title in ("Assumptions", "Search notes"):
@@ -162,7 +170,11 @@ def exports_section(q: PlannerParams, view) -> int:
     st.subheader("Configs to paste")
     cols = st.columns([1, 1, 1])
     pick = spec_input(VIEW["pick"], container=cols[0])
-    cols[1].download_button("All candidates (CSV)", data=lambda: cp.candidates_csv(q),
+    every = view.csv_rows == view.candidates
+    cols[1].download_button("All candidates (CSV)" if every else f"First {view.csv_rows:,} candidates (CSV)",
+                            data=lambda: cp.candidates_csv(q),
+                            help=None if every else f"Of {view.candidates:,}, ranked; `python -m core plan --csv "
+                                                    "--top 0` writes every one.",
                             file_name="planner_candidates.csv", mime="text/csv", on_click="ignore",
                             icon=":material/download:")
     cols[2].download_button("Recommendation (text)", data=view.recommendation.text(),

@@ -12,6 +12,7 @@ from core.errors import InputError
 from core.params import zero_page as zp
 from core.params.memory import ZERO
 from core.views import zero as zv
+from core.views.fallback import settled
 from core.views.pipeline import takes_v
 from ui import cache_zero as cz
 from ui import figures_zero as fz
@@ -31,12 +32,16 @@ show_notices(sync_url(SPECS))  # every key checked before any widget exists, sho
 
 def headline(v: dict):
     """The totals per GPU, drawn before any widget: (parameters, shape, activation inputs, view or None)."""
-    try:
-        q, shape, act = zv.from_inputs(v)
-        view = cz.zero_view(q, shape, act)
+    def viewed(values: dict):
+        q, shape, act = zv.from_inputs(values)
+        return q, shape, act, cz.zero_view(q, shape, act)
+
+    try:  # an input core refuses in combination is named and left at its default; the rest is computed
+        (q, shape, act, view), _, reset = settled(viewed, v, SPECS)
     except InputError as exc:
         st.error(f"These inputs cannot be used: {exc}", icon=":material/error:")
         return None, None, None, None
+    show_notices(reset, title="Some inputs cannot be combined, so their defaults are used:")
     for col, bar in zip(st.columns(4), view.bars, strict=True):
         col.metric(f"{bar.label} per GPU", fz.amount(bar.total, v["unit"]),
                    delta="fits" if bar.fits else "does not fit", delta_color="normal" if bar.fits else "inverse",

@@ -22,5 +22,5 @@ def test_a_bad_table_is_an_error_message():
     at = run()
     at.file_uploader(key="actions_csv").upload("bad.csv", b"0F0,0Z9\n", "text/csv").run()
     assert not at.exception
-    assert any("This table cannot be timed: action table, rank 0: '0Z9' is not an action" in e.value
+    assert any("This table cannot be timed: action table, row 1 (rank 0), column 2: '0Z9' is not an action" in e.value
                for e in at.error)

@@ -222,8 +222,10 @@ def test_invalid_url_values_fall_back_with_a_notice():
 
 
 def test_inputs_core_refuses_show_an_error_not_a_crash():
-    at = run({"gpus": "10"})
-    assert "exceeds the 10 available" in at.error[0].value
+    at = run({"gpus": "10"})  # named, left at its default (exactly t x p x N_d), the rest computed
+    assert not at.error and any("exceeds the 10 available - computed with the default gpus = 0" in t.value
+                                for t in at.text)
+    assert metrics(at)["DP per GPU"]
     at = run({"split": "embedding-on-ends", "model": "custom"})
     assert "embedding" in at.error[0].value
     at = run({"split": "embedding-on-ends", "p": "4"})  # a named model knows its V x h embedding

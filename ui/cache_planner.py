@@ -1,8 +1,9 @@
 """The Planner page's cached core calls: core.views.planner's view, figures and exports, each bounded.
 
 The view model (PlanView) is core's (core.views.planner), so tests and the CLI read the same object; here it is
-cached per parameter set, and the figures and the table's links are built from the cached view. The CSV of
-every candidate is made from a plan when the download is clicked (core.views.planner.candidates_csv).
+cached per parameter set, and the figures and the table's links are built from the cached view. The CSV of the
+candidates is made from the cached view's snapshot when the download is clicked (core.views.planner.candidates_csv):
+no second plan.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def table_rows(q: PlannerParams, feasible_only: bool, rows: int) -> pd.DataFrame
 
 
 def candidates_csv(q: PlannerParams) -> str:
-    """Every candidate as CSV; run when the download is clicked."""
-    return pv.candidates_csv(pv.planned(q))
+    """The cached view's candidates as CSV; run when the download is clicked (no plan)."""
+    return pv.candidates_csv(plan_view(q))
 
 
 def pipeline_link(row: pd.Series | dict) -> str:

@@ -7,16 +7,17 @@ from __future__ import annotations
 import streamlit as st
 
 from core.errors import InputError
-from core.views.pipeline import MAX_BYTES, Imported, PipelineParams
+from core.params.upload import LIMITS, UPLOAD_MB
+from core.views.pipeline import Imported, PipelineParams
 from core.views.pipeline import imported as timed_table
 from ui import figures_pipeline as figs
 from ui.cache import cached
 
 
 @cached(max_entries=8, max_size="100MB")
-def imported(text: str, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
+def imported(data: bytes, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
     """Cached core.views.pipeline.imported (an upload is timed once per file and costs)."""
-    return timed_table(text, tf, tb, tw, tcomm)
+    return timed_table(data, tf, tb, tw, tcomm)
 
 
 def action_table_section(params: PipelineParams, present: bool, veil: str) -> None:
@@ -24,16 +25,16 @@ def action_table_section(params: PipelineParams, present: bool, veil: str) -> No
         st.caption("One row of torch.distributed.pipelining actions per rank (0F1, 3B0, 2I5, 2W5, "
                    "(0F7;7B3)OVERLAP_F_B; sends, receives and FSDP actions are skipped), as its `_dump_csv` writes "
                    "them or this page's download. Timed with the sidebar's t_f, t_b, t_w and t_comm; the file is "
-                   "not part of the page's link. Same numbers: `python -m core simulate --from-csv FILE --json`.")
-        upload = st.file_uploader("PyTorch action table (CSV)", type=["csv", "txt"], key="actions_csv")
+                   f"not part of the page's link. A table holds {LIMITS.describe()}. "
+                   "Same numbers: `python -m core simulate --from-csv FILE --json`.")
+        # The server refuses a larger file (server.maxUploadSize, the same number); this shows the limit.
+        upload = st.file_uploader("PyTorch action table (CSV)", type=["csv", "txt"], key="actions_csv",
+                                  max_upload_size=UPLOAD_MB)
         if upload is None:
             return
-        raw = upload.getvalue()
-        try:
-            if len(raw) > MAX_BYTES:
-                raise InputError(f"{len(raw):,} bytes; the limit is {MAX_BYTES:,}")
-            got = imported(raw.decode("utf-8"), params.tf, params.tb, params.tw, params.tcomm)
-        except (InputError, UnicodeDecodeError) as exc:
+        try:  # core checks the size, the encoding and every index before it allocates anything
+            got = imported(upload.getvalue(), params.tf, params.tb, params.tw, params.tcomm)
+        except InputError as exc:
             st.error(f"This table cannot be timed: {exc}", icon=":material/block:")
             return
         s = got.summary

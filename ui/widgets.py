@@ -28,7 +28,7 @@ from typing import Any
 import streamlit as st
 
 from core.errors import InputError
-from core.params import MAX_TEXT, Spec
+from core.params import Spec
 from ui.url_state import format_value, sync_url
 
 SLIDER_MAX_SPAN = 128  # int inputs with hi - lo up to this get a slider, wider ones a number box
@@ -98,7 +98,7 @@ def spec_input(spec: Spec, *, container: Any = None, widget: str | None = None, 
             raw = box.number_input(**bounds, **args)
     elif spec.kind == "floats":
         args.setdefault("placeholder", "comma-separated numbers, e.g. 1, 1, 1.5")
-        raw = box.text_input(value=format_value(spec, spec.default), max_chars=MAX_TEXT, **args)
+        raw = box.text_input(value=format_value(spec, spec.default), max_chars=spec.max_chars, **args)
     else:
         raise ValueError(f"no widget for kind {spec.kind!r} ({spec.key})")
     if raw is None and spec.default is None:  # an optional number left empty

@@ -37,15 +37,31 @@ def fail(message: str) -> int:
     return 2
 
 
+def empty_option(argv: list[str]) -> str:
+    """The first option given an empty value (`--from-csv ""`, `--stage-costs=`), or "": an empty value is never
+    meant as "leave it out" (which a default would do silently)."""
+    for i, tok in enumerate(argv):
+        flag, eq, value = tok.partition("=")
+        if tok.startswith("--") and eq and not value.strip():
+            return flag
+        if not tok.strip() and i and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
+            return argv[i - 1]
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in ("-h", "--help"):  # asked for: stdout, 0; nothing given: a mistake, stderr, 2
         lines = [f"  {name:<12} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
-        print("usage: python -m core SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines))
+        usage = "usage: python -m core SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines) + "\n"
+        (sys.stdout if argv else sys.stderr).write(usage)
         return 0 if argv else 2
     name = argv[0]
     if name not in SUBCOMMANDS:
         return fail(f"unknown subcommand {name[:40]!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    empty = empty_option(argv[1:])
+    if empty:
+        return fail(f"{empty[:40]}: empty value; give a value or leave the option out")
     module = importlib.import_module(SUBCOMMANDS[name][0])
     parser = OneLineParser(prog=f"python -m core {name}", description=SUBCOMMANDS[name][1])
     module.build(parser)

@@ -12,6 +12,8 @@ batch 1,536):
         --fix t=4,p=12,zero=1,mbs=2,recompute=full,sp=off,schedule=1f1b --explain --export megatron
     python -m core plan --gpu a100-40gb --inter-bw 12.5 --tp-bwd-overlap false --grad-accum-fusion false
     python -m core plan --model llama3-70b --flash false --gpus 64 --global-batch 512
+    python -m core plan --model deepseek-v3 --gpus 61440 --seq 1048576 --micro-batch-sizes 1,2,3,4,5,6,7,8 \\
+        --fix offload=all                    # above the work budget: narrowed, and the notes say how
 
 Same inputs, same numbers as the Planner page (core.planner.plan on a core.params.planner.PlannerParams).
 """
@@ -26,7 +28,7 @@ import pandas as pd
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
-from core.params.planner import ASSUMPTIONS, PLAN, PlannerParams
+from core.params.planner import ASSUMPTIONS, BUDGET, PLAN, PlannerParams
 from core.planner import plan as planner
 from core.planner import recommend
 from core.planner.result import EXPORT_FRAMEWORK
@@ -67,6 +69,7 @@ def build(parser: argparse.ArgumentParser) -> None:
     search = parser.add_argument_group("search space")
     spec_args.add(search, PLAN["framework"])
     spec_args.add(search, PLAN["min_headroom"])
+    spec_args.add(search, BUDGET)
     search.add_argument("--fix", default="", metavar="KEY=VALUE,...",
                         help="Pin search dimensions (evaluate your layout): " + ", ".join(FIX_KEYS)
                         + "; e.g. t=8,p=16,zero=1,mbs=1,schedule=interleaved,v=2,recompute=full,sp=on or "
@@ -127,7 +130,10 @@ def parse_fix(text: str) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise InputError("--top: must be 0 (all) or more")
-    result = planner.plan(params_from(args))
+    if args.rank < 1:
+        raise InputError(f"--rank: {args.rank} is not a rank; the best feasible candidate is 1")
+    budget = int(BUDGET.parse(args.budget)) if args.budget is not None else int(BUDGET.default)
+    result = planner.plan(params_from(args), budget)
     if args.export:
         return _export(result, args.export, args.rank)
     frame = result.feasible if args.feasible_only else result.frame

@@ -14,11 +14,12 @@ from core.cli import compare, spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
 from core.params.pipeline import PIPELINE
+from core.params.upload import LIMITS
 from core.pipeline.render import text_timeline
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.stage_view import balance_hint, stage_table
 from core.pipeline.trace_export import chrome_trace, pytorch_actions_csv
-from core.pipeline.trace_import import MAX_BYTES, simulate_actions
+from core.pipeline.trace_import import simulate_actions
 
 _SHORT = {"p": ("-p",), "m": ("-m",), "v": ("-v",)}
 
@@ -30,7 +31,7 @@ def build(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-csv", metavar="FILE",
                         help="time a PyTorch action table (torch.distributed.pipelining CSV, one row of actions "
                              "such as 0F1, 3B0, 2I5, 2W5 per rank) with --tf --tb --tw --tcomm; the table fixes the "
-                             "schedule, p, m and v")
+                             f"schedule, p, m and v; it holds {LIMITS.describe()}".replace("%", "%%"))
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--ascii", action="store_true", help="print the text timeline (integer costs only)")
     out.add_argument("--json", action="store_true", help="print one JSON object with the metrics")
@@ -74,13 +75,13 @@ def _imported(args: argparse.Namespace):
         raise InputError("--from-csv: the table fixes the schedule, p, m and v; give only --tf --tb --tw --tcomm "
                          f"(not --{fixed[0].replace('_', '-')})")
     try:
-        with open(args.from_csv, encoding="utf-8") as fh:
-            text = fh.read(MAX_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(args.from_csv, "rb") as fh:  # bytes: core checks the limit, the encoding and a BOM
+            data = fh.read(LIMITS.bytes + 1)
+    except OSError as exc:
         raise InputError(f"--from-csv: cannot read {args.from_csv!r}: {getattr(exc, 'strerror', None) or exc}") \
             from None
     costs = spec_args.collect(args, {k: PIPELINE[k] for k in COSTS})
-    return simulate_actions(text, **costs, source=f"csv:{args.from_csv.rsplit('/', 1)[-1][:60]}")
+    return simulate_actions(data, **costs, source=f"csv:{args.from_csv.rsplit('/', 1)[-1][:60]}")
 
 
 def _summary_text(result) -> str:

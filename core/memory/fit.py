@@ -49,7 +49,7 @@ def check_gpu_count(t, p, nd, gpus) -> np.ndarray:
     if over.any():
         need_bad, have = np.broadcast_arrays(need, gpus)
         raise InputError(f"nd: t x p x N_d = {need_bad[over].flat[0]:,.0f} GPUs exceeds the "
-                         f"{have[over].flat[0]:,.0f} available")
+                         f"{have[over].flat[0]:,.0f} available", keys=("nd", "gpus"))
     return need
 
 

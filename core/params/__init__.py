@@ -19,7 +19,8 @@ import numpy as np
 
 from core.errors import InputError
 
-MAX_TEXT = 200  # longest raw string any input accepts (URL values, CLI lists)
+MAX_TEXT = 200  # longest raw string a single value accepts (URL values, CLI options)
+ITEM_CHARS = 12  # room per entry of a list ("1,024.125, "): a list's limit is max_items x ITEM_CHARS
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,19 @@ class Spec:
             return f"{least} comma-separated numbers in [{self.lo:g}, {self.hi:g}]"
         return f"{_fmt(self.lo)} to {_fmt(self.hi)}"
 
+    @property
+    def max_chars(self) -> int:
+        """The longest raw text this input accepts: MAX_TEXT, or for a list room for its max_items entries (512
+        layers per stage are ~2,000 characters)."""
+        return max(MAX_TEXT, self.max_items * ITEM_CHARS) if self.kind == "floats" else MAX_TEXT
+
     def parse(self, raw: Any) -> Any:
         """Turn a raw value (string from a URL/CLI, or a Python value) into a checked value."""
         if isinstance(raw, str):
             raw = raw.strip()
-            if len(raw) > MAX_TEXT:
-                raise InputError(f"{self.key}: value is too long ({len(raw)} characters)")
+            if len(raw) > self.max_chars:
+                raise InputError(f"{self.key}: value is too long ({len(raw):,} characters; at most "
+                                 f"{self.max_chars:,})")
         try:
             value = _PARSERS[self.kind](self, raw)
         except InputError:

@@ -243,6 +243,18 @@ VIEW = table(
               "(1 = the recommendation)."),
 )
 
+# The work one plan may do (core.planner.budget): not a page input (a shared link must not lift it), the command
+# line's --budget. Measured by bench/bench_budget.py on a 2-core container (other jobs running): a cold plan of
+# 100,000-520,000 candidates costs 5-6 us and 1,500-2,100 bytes of peak memory per candidate, on top of the
+# simulations (at most core.planner.simulation.SIM_BUDGET operations, ~0.9 GB at the largest questions). 400,000
+# candidates: ~2.5 s and ~0.8 GB for the candidates, ~1.5 GB peak with the largest simulations (README, "Work per
+# request").
+BUDGET = Spec("budget", "int", 400_000, 0, 50_000_000, label="Work budget", unit="candidates per plan",
+              help="Candidates one plan may evaluate; above it the search is narrowed (offload only where the states "
+                   "do not fit, coarser micro-batch sizes, fewer ep and cp values) and says so, or refused with what "
+                   "to pin. 0 = no limit (a full search of millions of layouts takes minutes and gigabytes).")
+LIMITS = table(BUDGET)
+
 MODEL_KEYS = _custom_model
 ANY_MODEL_KEYS = _any_model
 GPU_KEYS = _custom_gpu  # every one applies to a preset too (0 / auto = the preset's)

@@ -73,12 +73,14 @@ class PipelineParams:
             if self.layers < n:
                 fewer = "p or v" if REGISTRY[self.schedule].chunks == "v" else "p"
                 raise InputError(f"{self.layers} layers cannot fill {n} stages (p x chunks); raise layers or lower "
-                                 f"{fewer}")
+                                 f"{fewer}", keys=("layers", "first_stage_layers", "last_stage_layers"))
             return stages.split_layers(self.layers, n, self.first_stage_layers, self.last_stage_layers)
         if self.first_stage_layers or self.last_stage_layers or self.embed_time or self.head_time \
                 or self.embed_memory or self.head_memory:
             raise InputError("first/last-stage layers and the embedding and output-layer costs are counted in "
-                             "layers: set layers (or layers-per-stage) too")
+                             "layers: set layers (or layers-per-stage) too",
+                             keys=("first_stage_layers", "last_stage_layers", "embed_time", "head_time",
+                                   "embed_memory", "head_memory"))
         return None
 
     def stage_factors(self) -> tuple[float, ...]:

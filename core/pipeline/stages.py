@@ -26,14 +26,16 @@ def split_layers(layers: int, stages: int, first: int = 0, last: int = 0) -> tup
         raise InputError("layers, stages and first/last-stage layers must be non-negative (stages >= 1)")
     if stages == 1:
         if (first and first != layers) or (last and last != layers):
-            raise InputError(f"one stage holds all {layers} layers; first/last-stage layers cannot differ")
+            raise InputError(f"one stage holds all {layers} layers; first/last-stage layers cannot differ",
+                             keys=("first_stage_layers", "last_stage_layers"))
         return (layers,)
     fixed = [first or None] + [None] * (stages - 2) + [last or None]
     rest = layers - sum(x for x in fixed if x)
     free = [i for i, x in enumerate(fixed) if x is None]
     if rest < 0 or (rest and not free):
         raise InputError(f"first/last-stage layers ({first}, {last}) exceed the {layers} layers"
-                         if rest < 0 else f"first + last = {first + last} layers, but there are {layers}")
+                         if rest < 0 else f"first + last = {first + last} layers, but there are {layers}",
+                         keys=("first_stage_layers", "last_stage_layers"))
     if not free:
         return tuple(fixed)
     base, extra = divmod(rest, len(free))
@@ -58,11 +60,12 @@ def check_split(split: tuple[float, ...], stages: int) -> tuple[int, ...]:
     """A listed split (layers per stage) checked against the schedule's number of stages."""
     if len(split) != stages:
         raise InputError(f"layers-per-stage lists {len(split)} stage(s), but this schedule has {stages} stages on "
-                         "a micro-batch's path (p x chunks; DualPipe: p)")
+                         "a micro-batch's path (p x chunks; DualPipe: p)", keys=("layers_per_stage",))
     if any(not float(x).is_integer() or x < 0 for x in split):
-        raise InputError("layers-per-stage: every stage holds a whole number of layers (0 or more)")
+        raise InputError("layers-per-stage: every stage holds a whole number of layers (0 or more)",
+                         keys=("layers_per_stage",))
     if sum(split) == 0:
-        raise InputError("layers-per-stage: at least one layer in total")
+        raise InputError("layers-per-stage: at least one layer in total", keys=("layers_per_stage",))
     return tuple(int(x) for x in split)
 
 

@@ -1,19 +1,16 @@
 """A PyTorch action table (torch.distributed.pipelining's CSV, one row per rank) as a Schedule, so the simulator
 can time the order a job really runs: `python -m core simulate --from-csv FILE` and the Pipeline page's upload.
 
-Read: compute actions "{stage}{F|B|I|W}{micro}" and overlapped pairs "({a};{b})OVERLAP_F_B" (timed as one fused
-op, as the simulator times DualPipe's pairs). Skipped: what does not take compute time in the simulator
-(SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD) and empty cells. A rank's stages become its
-chunks in increasing order, so the table fixes p, v (stages per rank), m and the stage map; costs are the
-caller's. Anything else (an unknown action, a micro-batch run twice, ranks holding different numbers of stages,
-a table larger than the simulator's limits) is an InputError naming the cell.
+The text is read by core.pipeline.action_table (bounded: every index and count is checked against the simulator's
+limits as it is read). A rank's stages become its chunks in increasing order, so the table fixes p, v (stages per
+rank), m and the stage map; costs are the caller's. Anything else (a micro-batch run twice or missing, ranks
+holding different numbers of stages, a W before its I) is an InputError naming the row or the stage and
+micro-batch. The checks sort the table's own actions, so they take memory in proportion to them, not to
+stages x micro-batches.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -21,98 +18,85 @@ from typing import Any
 import numpy as np
 
 from core.errors import InputError
-from core.params.pipeline import MAX_OPS, PIPELINE
+from core.pipeline.action_table import Actions, read_table
 from core.pipeline.result import PipelineParams, PipelineResult
-from core.pipeline.schedules.ir import ROW, B, F, I, Schedule, W
+from core.pipeline.schedules.ir import B, F, I, Schedule, W
 from core.pipeline.simulate import compile_schedule, run_timeline
 
-MAX_BYTES = 8_000_000  # the largest table read (MAX_OPS actions of ~7 characters)
-_KIND = {"F": F, "B": B, "I": I, "W": W}
-_COMPUTE = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
-_OVERLAP = re.compile(r"^\((.*)\)OVERLAP_F_B$")
-_OTHER = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B)(\d+)$|^(\d+)(UNSHARD|RESHARD|REDUCE_GRAD)$")
 
-
-def read_actions(text: str) -> list[list[tuple[int, int, int, bool]]]:
-    """Per rank, its compute actions (stage, kind, micro, fused-with-next), in order."""
-    if len(text) > MAX_BYTES:
-        raise InputError(f"action table: {len(text):,} characters; the limit is {MAX_BYTES:,}")
-    ranks = []
-    for r, row in enumerate(csv.reader(io.StringIO(text))):
-        out: list[tuple[int, int, int, bool]] = []
-        for cell in (c.strip() for c in row):
-            if not cell or cell == "None" or _OTHER.match(cell):
-                continue
-            pair = _OVERLAP.match(cell)
-            parts = pair.group(1).split(";") if pair else [cell]
-            for k, part in enumerate(p.strip() for p in parts):
-                got = _COMPUTE.match(part)
-                if not got:
-                    raise InputError(f"action table, rank {r}: {cell[:40]!r} is not an action such as 0F1, 3B0, "
-                                     "2I5, 2W5 or (0F7;7B3)OVERLAP_F_B")
-                out.append((int(got.group(1)), _KIND[got.group(2)], int(got.group(3)), k < len(parts) - 1))
-        ranks.append(out)
-    while ranks and not ranks[-1]:
-        ranks.pop()
-    if not ranks:
-        raise InputError("action table: no actions (expected one CSV row of actions per rank)")
-    return ranks
-
-
-def schedule_from_actions(text: str, name: str = "csv") -> Schedule:
+def schedule_from_actions(data: str | bytes, name: str = "csv") -> Schedule:
     """The Schedule an action table describes (checked: every stage on one rank, every micro-batch's forward and
     backward exactly once per stage, W only after its I)."""
-    ranks = read_actions(text)
-    p = len(ranks)
-    if p > PIPELINE["p"].hi:
-        raise InputError(f"action table: {p} ranks; the simulator runs at most {PIPELINE['p'].hi:g}")
-    owned = [sorted({a[0] for a in acts}) for acts in ranks]
-    v = len(owned[0])
-    if any(len(s) != v for s in owned):
-        raise InputError("action table: ranks hold different numbers of stages "
-                         f"({', '.join(str(len(s)) for s in owned)}); the simulator needs the same count on each")
-    stages = sorted(x for s in owned for x in s)
-    if stages != list(range(p * v)):
-        raise InputError(f"action table: stages {_short(stages)} are not 0..{p * v - 1}, each on one rank")
-    n_ops = sum(len(a) for a in ranks)
-    if n_ops > MAX_OPS:
-        raise InputError(f"action table: {n_ops:,} actions; the simulator's limit is {MAX_OPS:,}")
-    m = 1 + max(a[2] for acts in ranks for a in acts)
-    if m > PIPELINE["m"].hi:
-        raise InputError(f"action table: {m:,} micro-batches; the simulator runs at most {PIPELINE['m'].hi:g}")
-    _check_each_once(ranks, p * v, m)
-    chunk_of = {(r, s): c for r, s_list in enumerate(owned) for c, s in enumerate(s_list)}
-    devices = []
-    for r, acts in enumerate(ranks):
-        rows = np.zeros((len(acts), ROW), dtype=np.int32)
-        for i, (stage, kind, micro, fused) in enumerate(acts):
-            rows[i] = (kind, micro, chunk_of[(r, stage)], int(fused))
-        devices.append(rows)
-    stage_map = np.array(owned, dtype=np.int64).reshape(p, v)
+    t = read_table(data)
+    p, v = t.p, len(t.owned[0])
+    _check_stage_map(t.owned)
+    m = 1 + int(t.micro.max())
+    _check_each_once(t, p * v, m)
+    chunk_of = np.zeros(p * v, dtype=np.int32)  # at most the number of stages the table names
+    stage_map = np.array(t.owned, dtype=np.int64).reshape(p, v)
+    chunk_of[stage_map] = np.arange(v, dtype=np.int32)
+    rows = np.stack([t.kind, t.micro, chunk_of[t.stage], t.fused], axis=1)
+    devices = np.split(rows, np.flatnonzero(np.diff(t.rank)) + 1)
     return Schedule(name, p, v, m, tuple(devices), stage_map,
                     notes=("imported from a PyTorch action table: the order as given, timed with your costs",))
 
 
-def _check_each_once(ranks, n_stages: int, m: int) -> None:
-    seen = np.zeros((n_stages, m, 4), dtype=np.int64)
-    for r, acts in enumerate(ranks):
-        split_done = set()
-        for stage, kind, micro, _ in acts:
-            if kind == W and (stage, micro) not in split_done:
-                raise InputError(f"action table, rank {r}: {stage}W{micro} comes before {stage}I{micro}")
-            if kind == I:
-                split_done.add((stage, micro))
-            seen[stage, micro, kind] += 1
-    forward = seen[:, :, F]
-    backward = seen[:, :, B] + seen[:, :, I]
-    wrong = (forward != 1) | (backward != 1) | (seen[:, :, I] != seen[:, :, W])
-    partly = wrong & ((forward + backward) > 0)  # name a cell the table does touch, when there is one
-    bad = np.argwhere(partly if partly.any() else wrong)
-    if bad.size:
-        s, mb = (int(x) for x in bad[0])
-        raise InputError(f"action table: stage {s}, micro-batch {mb} has {int(forward[s, mb])} forward(s), "
-                         f"{int(backward[s, mb])} backward(s) and {int(seen[s, mb, W])} W(s); each needs one "
-                         "forward and one backward (B, or I then W)")
+def _check_stage_map(owned: tuple[tuple[int, ...], ...]) -> None:
+    """Every rank holds the same number of stages v, and the stages are 0..p*v-1, each on one rank."""
+    p, v = len(owned), len(owned[0])
+    other = next((r for r, s in enumerate(owned) if len(s) != v), None)
+    if other is not None:
+        raise InputError(f"action table, row {other + 1} (rank {other}): ranks hold different numbers of stages "
+                         f"({_short([len(s) for s in owned])}); the simulator needs the same count on each")
+    rank_of: dict[int, int] = {}
+    for r, stages in enumerate(owned):
+        for x in stages:
+            if x in rank_of:
+                raise InputError(f"action table, row {r + 1} (rank {r}): stage {x} is also on row {rank_of[x] + 1}; "
+                                 f"stages {_short(sorted(x for s in owned for x in s))} are not 0..{p * v - 1}, "
+                                 "each on one rank")
+            rank_of[x] = r
+    missing = next((x for x in range(p * v) if x not in rank_of), None)
+    if missing is not None:
+        raise InputError(f"action table: no row holds stage {missing}; stages {_short(sorted(rank_of))} are not "
+                         f"0..{p * v - 1}, each on one rank")
+
+
+def _check_each_once(t: Actions, n_stages: int, m: int) -> None:
+    """Each (stage, micro-batch) has one forward and one backward (B, or I then W on the same rank)."""
+    key = t.stage.astype(np.int64) * m + t.micro
+    cells, inverse = np.unique(key, return_inverse=True)  # the (stage, micro-batch) cells the table touches
+    counts = np.bincount(inverse * 4 + t.kind, minlength=4 * cells.size).reshape(-1, 4)
+    position = np.arange(key.size)
+    first_i, first_w = (_first_at(cells.size, inverse, position, t.kind == k) for k in (I, W))
+    early = np.flatnonzero((first_w >= 0) & (first_i > first_w))
+    if early.size:
+        at = int(first_w[early].min())
+        s, mb, r = int(t.stage[at]), int(t.micro[at]), int(t.rank[at])
+        raise InputError(f"action table, row {r + 1} (rank {r}): {s}W{mb} comes before {s}I{mb}")
+    forward, backward = counts[:, F], counts[:, B] + counts[:, I]
+    wrong = np.flatnonzero((forward != 1) | (backward != 1) | (counts[:, I] != counts[:, W]))
+    if wrong.size:
+        k = int(wrong[0])
+        s, mb, c = int(cells[k]) // m, int(cells[k]) % m, counts[k]
+    elif cells.size < n_stages * m:  # a cell no action touches: the first gap in the sorted keys
+        gap = np.flatnonzero(cells != np.arange(cells.size))
+        k = int(gap[0]) if gap.size else cells.size
+        s, mb, c = k // m, k % m, np.zeros(4, dtype=np.int64)
+    else:
+        return
+    r = next(r for r, stages in enumerate(t.owned) if s in stages)
+    raise InputError(f"action table, row {r + 1} (rank {r}): stage {s}, micro-batch {mb} has {int(c[F])} forward(s), "
+                     f"{int(c[B] + c[I])} backward(s) and {int(c[W])} W(s); each needs one forward and one backward "
+                     "(B, or I then W)")
+
+
+def _first_at(size: int, inverse: np.ndarray, position: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per cell, the file position of its first action picked by `mask` (-1 where there is none)."""
+    out = np.full(size, -1, dtype=np.int64)
+    picked, first = np.unique(inverse[mask], return_index=True)
+    out[picked] = position[mask][first]
+    return out
 
 
 def _short(values: list[int]) -> str:
@@ -136,10 +120,11 @@ class ImportedResult(PipelineResult):
         return out
 
 
-def simulate_actions(text: str, tf: float = 1.0, tb: float = 2.0, tw: float = 0.0, tcomm: float = 0.0,
+def simulate_actions(data: str | bytes, tf: float = 1.0, tb: float = 2.0, tw: float = 0.0, tcomm: float = 0.0,
                      source: str = "csv") -> ImportedResult:
-    """Time an action table with the given per-device costs (a chunk costs 1/v of them, as everywhere)."""
-    s = schedule_from_actions(text, source)
+    """Time an action table (its text, or an upload's bytes) with the given per-device costs (a chunk costs 1/v of
+    them, as everywhere)."""
+    s = schedule_from_actions(data, source)
     holder = "interleaved" if s.v > 1 else "1f1b"  # any schedule with v chunks per device: it carries the costs
     params = PipelineParams(schedule=holder, p=s.p, m=s.m, v=max(s.v, 2), tf=tf, tb=tb, tw=tw, tcomm=tcomm)
     return ImportedResult(params, s, run_timeline(s, params.costs(), compile_schedule(s)), source)

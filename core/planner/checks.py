@@ -95,8 +95,9 @@ class Checks:
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked", by=self.total)
         nobody = np.fromiter(map(operator.not_, c["frameworks"].tolist()), dtype=bool, count=n)
-        add(nobody, None, *(c[k] for k in _SETTING),
-            texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(c, rows, model)])
+        setting = _setting(c)
+        add(nobody, None, *setting,
+            texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(setting, rows, model)])
         add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
             c["t"])
         add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers "
@@ -110,10 +111,16 @@ class Checks:
         return _per_candidate(n, found)
 
 
-def _refusals(c: dict, rows: np.ndarray, model) -> list[str]:
+def _setting(c: dict) -> list[np.ndarray]:
+    """The _SETTING columns as a refusal reads them: p only as 1 or 2 (no pipeline or a pipeline: no text names p,
+    and keying on p itself made a search of 30 depths format 30 times the texts, 30 s at 500,000 candidates)."""
+    return [np.where(c["p"] > 1, 2, 1) if k == "p" else c[k] for k in _SETTING]
+
+
+def _refusals(setting: list[np.ndarray], rows: np.ndarray, model) -> list[str]:
     """The first reason each framework gives for not running each candidate of `rows`. A re-plan asks this for
     thousands of distinct settings: each is looked up by its integer codes (cheap to hash), not by its names."""
-    codes = np.stack([c[k][rows].astype(np.int64) for k in _SETTING], axis=1).tolist()
+    codes = np.stack([np.asarray(col)[rows].astype(np.int64) for col in setting], axis=1).tolist()
     moe = model.is_moe or model.mla is not None
     return [_refusal_text(tuple(row), model.kv_heads, moe) for row in codes]
 

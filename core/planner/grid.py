@@ -169,13 +169,18 @@ BASE = ("layout", "b", "schedule", "zero", "recompute", "sp", "offload")  # cros
 TUNING = ("v", "reshard", "tp_comm_overlap")  # searched only where they apply (expand_tuning)
 
 
-def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int) -> tuple[Candidates, list[str]]:
-    """The cross product of layouts and switches, minus combinations that are not layouts at all."""
+def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int,
+         offload_where: np.ndarray | None = None) -> tuple[Candidates, list[str]]:
+    """The cross product of layouts and switches, minus combinations that are not layouts at all (and, where
+    `offload_where` is given, one flag per row of `degrees`, offload only on the layouts it marks:
+    core.planner.budget's narrowing)."""
     dims = dimensions(q, degrees)
     index = np.indices([len(dims[k]) for k in BASE]).reshape(len(BASE), -1)
     c = {k: dims[k][i] for k, i in zip(BASE, index, strict=True)}
     c["t"], c["p"], c["d"], c["cp"], c["ep"] = (degrees[c["layout"], j] for j in range(5))
     keep, notes = _layouts_only(c, dims, q)
+    if offload_where is not None:
+        keep &= (c["offload"] == 0) | np.asarray(offload_where, dtype=bool)[c["layout"]]
     c = {k: v[keep] for k, v in c.items()}
     c["sp"] = np.where(c["t"] == 1, False, c["sp"])
     c = expand_tuning(c, dims, q, model, gpus_per_node)
@@ -244,13 +249,15 @@ def _overlap_applies(c: dict, gpn: int) -> np.ndarray:
 
 
 def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Which frameworks run each candidate, asked once per distinct setting (d, b and the tuning switches never
-    change the answer); a variant (no resharding, TP overlap) keeps only the frameworks that have that switch. Also
-    which candidates to leave out: a variant no framework runs (the plain one stays) and, with `replace_plain`, a
-    plain candidate where TP overlap applies that only frameworks having it run (its overlapped twin holds the same
-    memory and is never slower, core.cost.step_time._hide_tp)."""
+    """Which frameworks run each candidate, asked once per distinct setting (d, b, the tuning switches and the
+    value of p beyond p > 1 never change the answer); a variant (no resharding, TP overlap) keeps only the
+    frameworks that have that switch. Also which candidates to leave out: a variant no framework runs (the plain
+    one stays) and, with `replace_plain`, a plain candidate where TP overlap applies that only frameworks having it
+    run (its overlapped twin holds the same memory and is never slower, core.cost.step_time._hide_tp)."""
     keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep")
-    _, first, inverse = distinct([c[k] for k in keys])
+    # p only as "a pipeline or none" (frameworks.Framework.runs reads p > 1 only): keyed on p itself, a search over
+    # 30 depths asked the table 30 times per setting (a third of a warm re-plan of 133,000 candidates)
+    _, first, inverse = distinct([c[k] > 1 if k == "p" else c[k] for k in keys])
     f = {k: c[k][first] for k in keys}
     runs = frameworks.which(frameworks.Setting(
         f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],

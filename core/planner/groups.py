@@ -28,4 +28,4 @@ def distinct(columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             return rows, first, inverse.ravel()
         code = code * span + (x - lo)
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    return np.stack(cols, axis=1)[first], first, inverse.ravel()
+    return np.stack([x[first] for x in cols], axis=1).reshape(len(first), len(cols)), first, inverse.ravel()

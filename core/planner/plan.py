@@ -40,8 +40,9 @@ from core.cost.step_input import ExpertShard, Setting, StepInput
 from core.memory import states as memory
 from core.memory.fit import usable_bytes
 from core.params.memory import RECOMPUTE_MODES
-from core.params.planner import SEARCH_SCHEDULES, PlannerParams
+from core.params.planner import BUDGET, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY
+from core.planner import budget as work
 from core.planner import candidates, cp_ep, grid, rank_memory, simulation
 from core.planner.checks import Checks, warnings
 from core.planner.columns import BREAKDOWN_COLUMNS
@@ -58,21 +59,28 @@ TIMES = ("compute_s", *BREAKDOWN_COLUMNS.values(), "tp_comm_s", "tp_ratio", "dp_
          "ring_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu")
 
 
-def plan(q: PlannerParams) -> PlanResult:
-    """Every candidate layout of the question `q`, scored and ranked."""
+def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
+    """Every candidate layout of the question `q`, scored and ranked; above `budget` candidates (None: BUDGET's
+    default, 0: no limit) the search is narrowed and says so in the notes, or refused (InputError) with what to pin
+    (core.planner.budget)."""
+    budget = int(BUDGET.default) if budget is None else budget
     model, gpu, precision = candidates.resolve(q)
     a = step_time.Assumptions(**q.assumptions())
     bpp = memory.preset(q.optimizer, "mixed", q.k)
     usable = float(usable_bytes(gpu.mem_gb, 0.0, a.reserve_frac))
+    fp8 = precision == "fp8"
     degrees, notes = candidates.degrees(q, model)
+    search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
+                                                   fp8), budget)
+    if search.narrowed:
+        notes = [search.notice(budget), *filter(search.keeps, notes)]
     outside = candidates.excluded(q, model, gpu.gpus_per_node, usable)
-    c, more = grid.grid(q, degrees, model, gpu.gpus_per_node)
+    c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
     notes += more
     split = rank_memory.params_per_rank(model, 1, 2)[2]
     if c.size == 0:
         return PlanResult(q, model, gpu, precision, bpp, usable, a, split, ranked({}, 0, outside, np.zeros(0)),
-                          tuple(notes), 0)
-    fp8 = precision == "fp8"
+                          tuple(notes), 0, search.narrowed)
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
     s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k)
     c, split_ok = _batch_split(q, c, model, gpu)
@@ -113,7 +121,7 @@ def plan(q: PlannerParams) -> PlanResult:
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
-    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh)
+    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed)
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,6 +42,7 @@ class PlanResult:
     frame: pd.DataFrame  # ranked candidates
     notes: tuple[str, ...]  # what the search left out, and why
     simulations: int  # distinct (schedule, p, m, v) simulated for this plan (cache misses)
+    narrowed: tuple[str, ...] = ()  # what the work budget narrowed (core.planner.budget), in words
 
     @property
     def feasible(self) -> pd.DataFrame:
@@ -87,11 +88,7 @@ class PlanResult:
     def csv(self, top: int | None = None, feasible_only: bool = False) -> str:
         """Every column as CSV (reasons and warnings joined with '; '), in rank order."""
         frame = self.feasible if feasible_only else self.frame
-        frame = (frame if top is None else frame.head(top)).copy()
-        for col in ("reasons", "warnings", "frameworks"):
-            frame[col] = frame[col].map("; ".join)
-        frame["rank"] = frame["rank"].astype("Int64")  # 1, 2, ... (empty for infeasible), not 1.0
-        return frame.to_csv(index=False)
+        return frame_csv(frame if top is None else frame.head(top))
 
     def records(self, top: int | None = None, feasible_only: bool = False) -> list[dict[str, Any]]:
         """JSON-ready candidates (NaN -> None), in rank order."""
@@ -100,6 +97,15 @@ class PlanResult:
         return [{**{k: _plain(r[k]) for k in JSON_KEYS},
                  "breakdown": {k: _plain(r[col]) for k, col in BREAKDOWN_COLUMNS.items()}}
                 for r in frame.to_dict("records")]
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """Candidates (the frame's rows, any number of them) as CSV: reasons and warnings joined with '; '."""
+    frame = frame.copy()
+    for col in ("reasons", "warnings", "frameworks"):
+        frame[col] = frame[col].map("; ".join)
+    frame["rank"] = frame["rank"].astype("Int64")  # 1, 2, ... (empty for infeasible), not 1.0
+    return frame.to_csv(index=False)
 
 
 def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Layout:

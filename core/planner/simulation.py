@@ -23,6 +23,10 @@ _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
 _COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
 _COMPILED_MAX = 512
+# Compiled schedules kept between plans, in operations (~75 bytes each: 2,000,000 hold ~150 MB). A plan may compile
+# up to SIM_BUDGET operations (~0.9 GB at the largest questions); keeping them all made the planner hold 877 MB
+# after one Megatron-1T question on 55,440 GPUs. The oldest are dropped after each plan.
+_COMPILED_KEPT_OPS = 2_000_000
 # Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
 # a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
 # and what it leaves out is named.
@@ -111,6 +115,17 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
             _SIM_CACHE.clear()
         _SIM_CACHE[key] = got
     return results
+
+
+def _trim_compiled() -> None:
+    """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations."""
+    held = {k: int(v[3].device.size) for k, v in _COMPILED.items() if not isinstance(v, str)}  # ops compiled
+    total = sum(held.values())
+    for k, ops in held.items():
+        if total <= _COMPILED_KEPT_OPS:
+            break
+        del _COMPILED[k]
+        total -= ops
 
 
 def clear_cache() -> None:
@@ -204,6 +219,7 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         todo.append(i)
     for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
         record(i, got)
+    _trim_compiled()
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
     refused[rows] = why[inverse]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import InputError
+from core.params.pipeline import PIPELINE
 from core.pipeline.compare import FRONTIER_OPS, Match, frontier, match_memory
 from core.pipeline.derivations import CONVENTION_WORDS, explain
 from core.pipeline.result import PipelineParams
@@ -31,14 +32,27 @@ from core.pipeline.timeline_view import (
     step_cursor,
     timeline_view,
 )
-from core.pipeline.trace_import import MAX_BYTES, simulate_actions
+from core.pipeline.trace_import import simulate_actions
 from core.pipeline.view import PipelineView, actions_csv, cli_command, nearest_runnable, pipeline_view, trace_json
+from core.views.fallback import settled
 
-__all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS", "MAX_BYTES",
+__all__ = ["BINS", "CONVENTION_WORDS", "FB", "FRONTIER_OPS", "KIND_LABELS", "KIND_TITLES", "MAX_BARS",
            "NUM_KINDS", "Bars", "Heat", "Imported", "Match", "PipelineParams", "PipelineView", "TimelineView",
-           "actions_csv", "cli_command", "cursor_time", "equal_memory", "explain", "frontier", "imported",
-           "match_memory",
+           "actions_csv", "checked_params", "cli_command", "cursor_time", "equal_memory", "explain", "frontier",
+           "imported", "match_memory",
            "nearest_runnable", "pipeline_view", "schedule_summary", "step_cursor", "takes_v", "trace_json"]
+
+
+def checked_params(values: dict) -> tuple[PipelineParams, list[str]]:
+    """The page's inputs as PipelineParams whose stage split this schedule takes: an input the split refuses (a
+    layers-per-stage list of the wrong length, first/last-stage layers without layers, ...) falls back to its
+    default, with a notice naming it (core.views.fallback), and the rest is computed."""
+    def make(v: dict) -> PipelineParams:
+        params = PipelineParams(**v)
+        params.stage_factors(), params.stage_memory()  # the split's refusals, before any simulation
+        return params
+    params, _, notices = settled(make, values, PIPELINE)
+    return params, notices
 
 
 def schedule_summary(name: str) -> str:
@@ -62,9 +76,10 @@ class Imported:
     v: int
 
 
-def imported(text: str, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
-    """core.pipeline.trace_import.simulate_actions with the page's costs, kept to what the page draws."""
-    result = simulate_actions(text, tf, tb, tw, tcomm)
+def imported(data: bytes, tf: float, tb: float, tw: float, tcomm: float) -> Imported:
+    """core.pipeline.trace_import.simulate_actions with the page's costs, kept to what the page draws (`data`: the
+    upload's bytes, checked against the upload limit and decoded by core)."""
+    result = simulate_actions(data, tf, tb, tw, tcomm)
     s = result.schedule
     return Imported(result.summary(), timeline_view(result.timeline, MAX_BARS, BINS), s.p, s.m, s.v)
 

@@ -2,17 +2,21 @@
 
     result = planned(PlannerParams(...))   # core.planner.plan.plan: every candidate, ranked
     view = PlanView.of(result)             # what the page draws (bounded: TOP_ROWS rows, CHART_POINTS points)
-    candidates_csv(result)                 # the download, from the same result (no second plan)
+    candidates_csv(view)                   # the download, from the view's snapshot of the ranked frame (no plan)
     exports_of(q, row)                     # DeepSpeed / Megatron-LM / FSDP2 text of one row of the view
 
 The view keeps a bounded part of the plan (the full frame can hold a few hundred thousand rows), so a cache of
-views stays small; downloads that need every candidate take the PlanResult the view was made from. Links from a
+views stays small: for the CSV download, the first CSV_ROWS ranked candidates as a compressed snapshot (~50 bytes
+a candidate, ~5 MB at most), so the download never plans again (the command line's `plan --csv --top 0` writes
+every candidate). Links from a
 row to the Pipeline and ZeRO pages are mapped here (`pipeline_params`, `zero_params`) in those pages' URL keys:
 the ZeRO page's inputs carry every setting that changes the row's memory, so that page shows the row's number.
 """
 
 from __future__ import annotations
 
+import pickle
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +43,7 @@ BREAKDOWN_LABELS = LABELS  # step-time component -> its name in words
 EXPORT_KINDS = ("deepspeed", "megatron", "fsdp")
 TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
 CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
+CSV_ROWS = 100_000  # candidates in the page's CSV download (~60 MB of CSV; its snapshot in the view ~5 MB)
 KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
         "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf", "tb", "tw",
@@ -65,6 +70,8 @@ class PlanView:
     exports: dict[str, Export]  # of the best feasible candidate (empty when none is feasible)
     notes: tuple[str, ...]
     zero_link_base: dict[str, Any]  # the ZeRO page's model / GPU / precision keys for this plan
+    narrowed: str = ""  # what the work budget narrowed, in words (core.planner.budget), empty when nothing was
+    csv_snapshot: bytes = b""  # the first CSV_ROWS ranked candidates, every column (zlib-compressed pickle)
 
     @classmethod
     def of(cls, result: planner.PlanResult) -> PlanView:
@@ -82,7 +89,13 @@ class PlanView:
             feasible=len(result.feasible), simulations=result.simulations, top=frame.head(TOP_ROWS).copy(),
             top_feasible=frame[frame["feasible"]].head(TOP_ROWS).copy(), points=_points(frame),
             recommendation=rec, exports=exports, notes=result.notes, zero_link_base=zero_base(result),
+            narrowed=result.notes[0] if result.narrowed else "", csv_snapshot=_snapshot(result.frame.head(CSV_ROWS)),
         )
+
+    @property
+    def csv_rows(self) -> int:
+        """Candidates in the CSV download."""
+        return min(self.candidates, CSV_ROWS)
 
     @property
     def best(self) -> pd.Series | None:
@@ -123,9 +136,13 @@ def plan_view(q: PlannerParams) -> PlanView:
     return PlanView.of(planned(q))
 
 
-def candidates_csv(result: planner.PlanResult) -> str:
-    """Every candidate of a plan as CSV (core.planner.result.PlanResult.csv)."""
-    return result.csv()
+def _snapshot(frame: pd.DataFrame) -> bytes:
+    return zlib.compress(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def candidates_csv(view: PlanView) -> str:
+    """The view's candidates (the first CSV_ROWS, ranked) as CSV, every column, from its snapshot: no plan."""
+    return plan_result.frame_csv(pickle.loads(zlib.decompress(view.csv_snapshot)))
 
 
 def exports_of(q: PlannerParams, row: pd.Series | dict) -> dict[str, Export]:
