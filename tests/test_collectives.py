@@ -71,12 +71,16 @@ def _dense_rank_params(result, t, p):
 def test_the_top_rows_data_parallel_terms_are_the_per_bucket_collectives_by_hand():
     """Llama 3 405B on 8,192 H100: the first row's ZeRO-1 collectives recomputed from Megatron's buckets and
     NCCL's ring: a reduce-scatter of fp32 gradients per bucket in the last micro-batch's backward, an all-gather
-    of the BF16 parameters per bucket during the next forward; each hides behind 80 % of that compute but the last
-    bucket, and the exposed part splits into latency and bandwidth as each collective does."""
+    of the BF16 parameters per bucket during the next forward; the all-gather hides behind 80 % of that compute but
+    the last bucket; the row interleaves (v = 8), so the reduce-scatter is issued per model chunk and hides behind
+    80 % of the other chunks' remaining backward passes, (v - 1) min(p, m) / v micro-batches' worth, all but the last
+    chunk's share (Megatron-Core r0.8 schedules.py, grad_sync_func per chunk); the exposed part splits into latency
+    and bandwidth as each collective does."""
     r = planner.plan(PlannerParams(**LLAMA_8192))
     row = r.best()
     t, p, d = int(row["t"]), int(row["p"]), int(row["d"])
-    assert (t, p, d, int(row["zero_stage"])) == (4, 8, 256, 1)
+    assert (t, p, d, int(row["zero_stage"]), row["schedule"], int(row["v"])) == (4, 8, 256, 1, "interleaved", 8)
+    v, m = 8, int(row["m"])
     psi = _dense_rank_params(r, t, p)
     buckets = math.ceil(psi / max(40e6, 1e6 * d))
     share = psi / buckets
@@ -88,8 +92,9 @@ def test_the_top_rows_data_parallel_terms_are_the_per_bucket_collectives_by_hand
     total = buckets * (sum(rs) + sum(ag))
     assert row["dp_comm_s"] == pytest.approx(total, rel=1e-9)
     exposed = {}
-    for name, (latency, band), window in (("rs", rs, 0.8 * (row["tb"] + row["tw"])), ("ag", ag, 0.8 * row["tf"])):
-        e = max(latency + band, buckets * (latency + band) - window)
+    drain = 0.8 * (row["tb"] + row["tw"]) * (v - 1) * min(p, m) / v
+    for name, (latency, band), least, window in (("rs", rs, buckets / v, drain), ("ag", ag, 1, 0.8 * row["tf"])):
+        e = max(least * (latency + band), buckets * (latency + band) - window)
         exposed[name] = (e * latency / (latency + band), e * band / (latency + band))
     assert row["dp_latency_s"] == pytest.approx(exposed["rs"][0] + exposed["ag"][0], rel=1e-9)
     assert row["dp_bandwidth_s"] == pytest.approx(exposed["rs"][1] + exposed["ag"][1], rel=1e-9)
@@ -150,7 +155,8 @@ def test_metas_layout_is_within_ten_percent_of_the_first_row():
     f = r.feasible
     meta = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64)].iloc[0]
     assert meta["step_time_s"] / r.best()["step_time_s"] < 1.10
-    assert (int(meta["v"]), int(meta["zero_stage"]), bool(meta["tp_comm_overlap"])) == (8, 1, True)
+    # DDP and ZeRO-1 within 0.2 %: with the reduction per model chunk hidden, ZeRO-0 saves ZeRO-1's all-gather
+    assert (int(meta["v"]), int(meta["zero_stage"]), bool(meta["tp_comm_overlap"])) == (8, 0, True)
     big = f[(f["d"] >= 1024) & (f["zero_stage"] == 3)]
     assert big["step_time_s"].min() > 1.5 * r.best()["step_time_s"]  # ZeRO-3 over 1,024+ ranks is no longer free
 
@@ -162,9 +168,9 @@ def test_an_unusual_first_row_says_what_it_gains_and_risks():
     text = recommend(r).unusual
     assert "a data-parallel group of 1,024 ranks" in text[0]
     # (numbers with the H100 calibration record of issue 21)
-    assert text[1].startswith("Gain: 0.24 s per step") and "#37" in text[1]
-    assert "1.05 s per step" in text[2] and "(0.8 % of the step) is latency" in text[2]
-    assert "if none of it hides, the step is 2.86 s, slower than the usual layout" in text[3]
+    assert text[1].startswith("Gain: 0.25 s per step") and "#37" in text[1]
+    assert "1.05 s per step" in text[2] and "(0.5 % of the step) is latency" in text[2]
+    assert "if none of it hides, the step is 2.89 s, slower than the usual layout" in text[3]
     assert "Unlike the usual layout" in recommend(r).text()
     usual = recommend(planner.plan(PlannerParams(**LLAMA_8192)))
     assert usual.unusual == ()  # t 4 p 8 d 256 ZeRO-1 is the usual practice
@@ -174,14 +180,38 @@ def test_scaling_series_drift():
     s = validation_scaling.validate()
     summary = {x.key: x for x in s.summary()}
     assert summary["megascale-175b-b6144"].role == "calibration"
-    assert summary["megascale-175b-b6144"].drift < 0.055  # measured +18 % GPU-seconds per sequence, predicted +19 %
+    # with the baseline's defaults (selective recompute, no flash, blocking sends): errors 0 to -6 %, drift 6.0 points
+    assert summary["megascale-175b-b6144"].drift < 0.065  # measured +18 % GPU-seconds per sequence, predicted +18 %
     assert summary["megascale-530b-weak"].drift < 0.02 and summary["mtnlg-530b"].drift < 0.04
     assert summary["llama3-405b"].drift < 0.04
     cal = s.steps[s.steps["series"] == "megascale-175b-b6144"]
     growth = (cal["predicted_s"] * cal["gpus"]).to_numpy()
-    assert growth[-1] / growth[0] == pytest.approx(1.19, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
+    assert growth[-1] / growth[0] == pytest.approx(1.18, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
     assert np.all(s.steps["fits"] | (s.steps["series"] == "llama3-405b"))
-    # the calibration series asks for the sourced default: 6 % of the bandwidth per doubling of servers
-    # (NVIDIA/nccl issue 1229) leaves its errors without a trend; none or twice that tilt them
-    assert s.fit["fitted_ring_loss"] == 0.06 and abs(s.fit["fitted_trend_per_doubling"]) < 0.004  # 0.0036 refitted
-    assert s.fit["trends"]["0"] < -0.01 and s.fit["trends"]["0.12"] > 0.02
+    # the sourced default, 6 % of the bandwidth per doubling of servers (NVIDIA/nccl issue 1229), leaves the
+    # calibration series a trend of -0.55 points per doubling; the series alone would ask for 8 % (+0.34); none or
+    # twice the default tilt it more (the default is kept: a measurement, not this fit)
+    assert s.fit["fitted_ring_loss"] == 0.08 and abs(s.fit["trends"]["0.06"]) < 0.006
+    assert s.fit["trends"]["0"] < -0.02 and s.fit["trends"]["0.12"] > 0.02
+
+
+def test_an_interleaved_schedule_reduces_each_chunks_gradients_behind_the_later_chunks_backward():
+    """Megatron-Core r0.8 (pipeline_parallel/schedules.py: grad_sync_func per model chunk at its last micro-batch)
+    and PyTorch's pipelining (REDUCE_GRAD after each stage's last backward): with v chunks, the reduction of all
+    but the last chunk runs behind the other chunks' remaining backward passes, so what is exposed is
+    max(C / v, C - drain), not C minus one micro-batch's backward."""
+    from core.cost import dp_comm
+
+    g = dp_comm.Group(np.array([96.0]), np.array([1.0]), np.array([3.7e9]), 2.0, 4.0)
+    base = {"fwd": np.array([0.12]), "bwd": np.array([0.25])}
+    plain = dp_comm.step_time(np.array([1]), np.array([True]), g, 12, 6, base, H100)
+    buckets = math.ceil(3.7e9 / float(dp_comm.bucket_params(0.0, 96)))  # Megatron's max(40M, 1M x 96) = 96M
+    rs = collective.cost("reduce-scatter", 3.7e9 / buckets * 4.0, 96, 1, H100)
+    assert plain.total[0] > 0.5
+    for v, drain in ((8, 2.0), (8, 0.1), (2, 0.0)):
+        w = {**base, "chunks": np.array([float(v)]), "drain": np.array([drain])}
+        got = dp_comm.step_time(np.array([1]), np.array([True]), g, 12, 6, w, H100)
+        c = buckets * rs.seconds
+        ag = plain.exposed - max(rs.seconds, c - 0.25)  # the all-gather's part does not change
+        assert got.total == pytest.approx(plain.total)
+        assert got.exposed - ag == pytest.approx(max(c / v, c - drain), rel=1e-9)

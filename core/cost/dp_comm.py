@@ -11,7 +11,11 @@ the backward runs (all-reduce for ZeRO-0, reduce-scatter for ZeRO-1/2), once per
 backward (gradient accumulation holds them before), for every micro-batch under ZeRO-2 (its gradient shard cannot
 accumulate unreduced); the updated parameters are all-gathered after the optimizer step (ZeRO-1/2) in the same
 buckets, during the next step's first forward. The last bucket waits for the whole backward, so at least one
-bucket is exposed; beyond it, what exceeds the window is.
+bucket is exposed; beyond it, what exceeds the window is. Under an interleaved schedule the reduction is issued per
+model chunk, after that chunk's last micro-batch (Megatron-Core r0.8 pipeline_parallel/schedules.py, grad_sync_func
+per chunk; PyTorch's torch/distributed/pipelining/schedules.py, REDUCE_GRAD after each stage's last backward; the
+per-chunk overlap MegaScale section 3.2 describes): the later chunks' backward passes hide the earlier chunks'
+reductions and only the last chunk's share must wait for the end.
 
 Each collective costs its own latency (core.cost.collective: NCCL's ring, tree or PAT), so a gather over 2,048
 ranks is not free however few bytes it moves. `windows` scale the compute by the dp_overlap assumption (kernel
@@ -108,6 +112,11 @@ def _bucketed(zero, g: Group, m, windows, fabric, bucket_mparams) -> DpTime:
                           np.where(reduce_kind == "all-reduce", ar.bandwidth, rs.bandwidth), ar.algorithm)
     rounds = np.where(zero == 2, m, 1.0)  # ZeRO-2 reduces every micro-batch's gradients
     r_lat, r_band = _last_bucket_exposed(red, buckets, windows["bwd"])
+    chunks = np.asarray(windows.get("chunks", 1.0), dtype=float)
+    if np.any(chunks > 1):  # interleaved: each model chunk's reduction behind the later chunks' backward
+        c_lat, c_band = _per_chunk_exposed(red.times(buckets), chunks, windows["drain"])
+        per_chunk = (chunks > 1) & (zero < 2)
+        r_lat, r_band = np.where(per_chunk, c_lat, r_lat), np.where(per_chunk, c_band, r_band)
     total = rounds * buckets * red.seconds
     lat, band = rounds * r_lat, rounds * r_band
     gather = collective.cost("all-gather", share * g.param_bytes, g.n, g.per_node, fabric)
@@ -122,6 +131,16 @@ def _last_bucket_exposed(one: collective.Cost, buckets, window) -> tuple[np.ndar
     total = buckets * one.seconds
     exposed = np.maximum(one.seconds, total - window)
     frac = np.divide(one.latency, one.seconds, out=np.zeros_like(exposed), where=one.seconds > 0)
+    return exposed * frac, exposed * (1.0 - frac)
+
+
+def _per_chunk_exposed(total: collective.Cost, chunks, drain) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed (latency, bandwidth) of a gradient reduction issued per model chunk (Megatron-Core's interleaved
+    schedule): chunk k's share is launched after its last micro-batch's backward, the later chunks' backward
+    (`drain`) runs behind them, and the last chunk's share waits for the whole backward: max(C / v, C - drain)."""
+    seconds = total.seconds
+    exposed = np.maximum(seconds / np.maximum(chunks, 1.0), seconds - drain)
+    frac = np.divide(total.latency, seconds, out=np.zeros_like(exposed), where=seconds > 0)
     return exposed * frac, exposed * (1.0 - frac)
 
 

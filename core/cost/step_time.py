@@ -287,7 +287,12 @@ def _data_parallel(x: StepInput) -> dp_comm.DpTime:
     gpus_per_node / t), plus the routed experts' over their own group (core.cost.dp_comm)."""
     s, lay, costs = x.setting, x.layouts, x.costs
     fabric = collective.Fabric.of(s.gpu, s.a)
-    windows = {"fwd": s.a.dp_overlap * costs.tf, "bwd": s.a.dp_overlap * (costs.tb + costs.tw)}
+    bwd = s.a.dp_overlap * (costs.tb + costs.tw)
+    chunks = np.where(np.asarray(lay.split, dtype=bool), 1.0, np.asarray(lay.chunks, dtype=float))
+    # Interleaved (Megatron-Core's schedules.py: grad_sync_func per model chunk at its last micro-batch): after the
+    # first chunk's gradients are final, the other v - 1 chunks still run min(p, m) backward passes each.
+    drain = bwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
+    windows = {"fwd": s.a.dp_overlap * costs.tf, "bwd": bwd, "chunks": chunks, "drain": drain}
     layers = lay.device_layers(s.model)
     n = lay.dp_group
     grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)
