@@ -109,13 +109,13 @@ def test_report_for_a_pipeline_uses_ceil_layers_per_stage_and_the_given_inflight
         ({"heads": float("nan")}, "finite"),
         ({"t": 0}, "out of range"),
         ({"hidden": -1}, "out of range"),
-        ({"mb": 1.5}, "whole number"),
+        ({"micro_batch_size": 1.5}, "whole number"),
         ({"recompute": "some"}, "not allowed"),
         ({"seq": 1 << 30}, "out of range"),
     ],
 )
 def test_hostile_inputs(kwargs, needle):
-    args = {"seq": 2048, "mb": 1, "hidden": 4096, "heads": 32, "t": 1, "recompute": "none"} | kwargs
+    args = {"seq": 2048, "micro_batch_size": 1, "hidden": 4096, "heads": 32, "t": 1, "recompute": "none"} | kwargs
     with pytest.raises(InputError, match=needle):
         act.per_layer_bytes(**args)
 

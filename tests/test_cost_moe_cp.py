@@ -66,12 +66,12 @@ def test_ring_attention_volume_and_what_attention_hides():
     # Each send also pays one message latency (10 us here).
     net = Fabric(40e9, 40e9, 8, send_latency_s=10e-6)
     llama = presets.model("llama3-405b").with_seq(131072)
-    total, exposed = ring_attention.layer_time(llama, Layouts(b=1, t=8, cp=16), net, 989e12 * 0.6)
+    total, exposed = ring_attention.layer_time(llama, Layouts(micro_batch_size=1, t=8, cp=16), net, 989e12 * 0.6)
     assert float(total) == pytest.approx(15 * 3 * (chunk / 40e9 + 10e-6))
     assert float(exposed) == 0.0
     # Short chunks cannot hide it: 4K tokens over c 16 (256 per rank), Llama 3 8B shapes, t 1.
     small = presets.model("llama3-8b").with_seq(4096)
-    total, exposed = ring_attention.layer_time(small, Layouts(b=1, t=1, cp=16), net, 989e12 * 0.6)
+    total, exposed = ring_attention.layer_time(small, Layouts(micro_batch_size=1, t=1, cp=16), net, 989e12 * 0.6)
     work = 4 * 256**2 * 4096 / (989e12 * 0.6)
     send = 2 * 256 * 8 * 128 * 2 / 40e9 + 10e-6
     assert float(exposed) == pytest.approx(15 * 3 * (send - work))

@@ -30,7 +30,7 @@ def times_of(model, r, b, t, sp, recompute, bw, latency, **more):
     """layer_times on a server of 8 with `bw` on every link; latency 0 = bandwidth terms only (textbook volumes),
     else NCCL's latencies (core.cost.collective) and `latency` per message."""
     fabric = Fabric(bw, bw, 8, latency, latency, nccl_latency=1.0 if latency else 0.0)
-    return layer_ops.layer_times(model, r, Layouts(b=b, t=t, sp=sp, recompute=recompute, **more), fabric)
+    return layer_ops.layer_times(model, r, Layouts(micro_batch_size=b, t=t, sp=sp, recompute=recompute, **more), fabric)
 
 
 def ideal(**change) -> Rates:

@@ -30,7 +30,7 @@ LLAMA_128K = dict(model="llama3-405b", seq=131072, gpu="h100-80gb", gpus=16384, 
 
 def test_deepseek_v3_layout_is_feasible_at_its_settings():
     pub = presets.model("deepseek-v3").layout  # the recorded settings are the ones planned here
-    assert (pub.t, pub.p, pub.d, pub.ep, pub.zero_stage, pub.precision, pub.recompute, pub.micro_batch,
+    assert (pub.t, pub.p, pub.d, pub.ep, pub.zero_stage, pub.precision, pub.recompute, pub.micro_batch_size,
             pub.global_batch, pub.gpus, pub.gpu) == (1, 16, 128, 64, 1, "fp8", "full", 1, 15360, 2048, "h800-80gb")
     r = planner.plan(PlannerParams(**DEEPSEEK))
     assert len(r.frame) == 1

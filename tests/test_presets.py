@@ -56,11 +56,11 @@ def test_bloom_count_matches_the_model_card_exactly():
 def test_published_layouts():
     bloom = presets.model("bloom-176b").layout
     assert (bloom.t, bloom.p, bloom.d, bloom.zero_stage, bloom.gpus, bloom.gpu) == (4, 12, 8, 1, 384, "a100-80gb")
-    assert (bloom.micro_batch, bloom.global_batch, bloom.recompute) == (2, 2048, "full")
+    assert (bloom.micro_batch_size, bloom.global_batch, bloom.recompute) == (2, 2048, "full")
     llama = presets.model("llama3-405b").layout
     assert (llama.t, llama.p, llama.d, llama.gpus, llama.gpu) == (8, 16, 64, 8192, "h100-80gb")
     assert llama.global_batch * presets.model("llama3-405b").seq == 2048 * 8192  # "16M tokens per batch"
-    assert "micro_batch" in llama.assumed and "recompute" in llama.assumed
+    assert "micro_batch_size" in llama.assumed and "recompute" in llama.assumed
     mt = presets.model("mtnlg-530b").layout
     assert (mt.t, mt.p, mt.d, mt.global_batch) == (8, 35, 8, 1920)
     one_t = presets.model("megatron-1t").layout

@@ -23,7 +23,7 @@ def test_the_view_of_the_default_inputs_is_the_zero_papers_7_5b_column():
 
 def test_activations_are_added_to_every_bar_and_named_when_p_is_beyond_the_simulator():
     shape = preset_shape("gpt3-175b")
-    act = ActInputs(mb=1, sequence_parallel=True, recompute="selective", schedule="1f1b", m=8, v=2)
+    act = ActInputs(micro_batch_size=1, sequence_parallel=True, recompute="selective", schedule="1f1b", m=8, v=2)
     view = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), shape, act)
     assert view.act is not None and view.act.inflight == 8  # 1F1B's first stage holds p micro-batches
     assert {bar.activations for bar in view.bars} == {view.act.report["peak"]}
@@ -75,7 +75,7 @@ def test_a_named_model_brings_its_largest_module_to_deepspeeds_zero3_estimate():
 
 
 def test_dualpipe_activations_come_with_a_note_that_its_model_states_are_doubled():
-    act = ActInputs(mb=1, sequence_parallel=True, recompute="selective", schedule="dualpipe", m=16, v=2)
+    act = ActInputs(micro_batch_size=1, sequence_parallel=True, recompute="selective", schedule="dualpipe", m=16, v=2)
     view = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), preset_shape("gpt3-175b"), act)
     assert any("two stages' parameters" in n for n in view.notes)
     v_shape = zero_view(ZeroParams(params=175_000_000_000, nd=8, t=8, p=8), preset_shape("gpt3-175b"),

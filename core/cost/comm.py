@@ -99,7 +99,7 @@ def zero_comm_table(psi, nd, bandwidth_gbs=100.0, bytes_per_value=2.0, per_node:
     return pd.DataFrame(rows)
 
 
-def tp_layer_bytes(seq, mb, hidden, t, recompute: str = "none", bytes_per_value=2.0) -> np.ndarray:
+def tp_layer_bytes(seq, micro_batch_size, hidden, t, recompute: str = "none", bytes_per_value=2.0) -> np.ndarray:
     """Bytes a tensor-parallel rank sends per transformer layer per micro-batch (forward + backward).
 
     Megatron-LM: two all-reduces of the s x b x h activations in the forward pass and two in the
@@ -108,27 +108,29 @@ def tp_layer_bytes(seq, mb, hidden, t, recompute: str = "none", bytes_per_value=
     """
     t = validate.number("t", t, 1, MAX_TP, integer=True)
     count = 4 + 2 * (validate.choice("recompute", recompute, ("none", "selective", "full")) == "full")
-    return count * ring_factor("all-reduce", t) * _activation_bytes(seq, mb, hidden, bytes_per_value)
+    return count * ring_factor("all-reduce", t) * _activation_bytes(seq, micro_batch_size, hidden, bytes_per_value)
 
 
-def p2p_bytes(seq, mb, hidden, t=1, sequence_parallel=False, bytes_per_value=2.0) -> np.ndarray:
+def p2p_bytes(seq, micro_batch_size, hidden, t=1, sequence_parallel=False, bytes_per_value=2.0) -> np.ndarray:
     """Bytes of one micro-batch's activation (or its gradient) crossing a pipeline-stage boundary.
 
     With sequence parallelism each tensor-parallel rank sends only its 1/t slice of the sequence.
     """
     t = validate.number("t", t, 1, MAX_TP, integer=True)
-    return _activation_bytes(seq, mb, hidden, bytes_per_value) / np.where(np.asarray(sequence_parallel), t, 1)
+    sent = _activation_bytes(seq, micro_batch_size, hidden, bytes_per_value)
+    return sent / np.where(np.asarray(sequence_parallel), t, 1)
 
 
-def p2p_bytes_per_step(seq, mb, hidden, m, v=1, t=1, sequence_parallel=False, bytes_per_value=2.0) -> np.ndarray:
+def p2p_bytes_per_step(seq, micro_batch_size, hidden, m, v=1, t=1, sequence_parallel=False,
+                       bytes_per_value=2.0) -> np.ndarray:
     """Bytes an inner pipeline stage sends per step: m micro-batches forward, m gradients back, x v chunks."""
     m = validate.number("m", m, 1, 1 << 20, integer=True)
     v = validate.number("v", v, 1, 64, integer=True)
-    return 2 * m * v * p2p_bytes(seq, mb, hidden, t, sequence_parallel, bytes_per_value)
+    return 2 * m * v * p2p_bytes(seq, micro_batch_size, hidden, t, sequence_parallel, bytes_per_value)
 
 
-def _activation_bytes(seq, mb, hidden, bytes_per_value) -> np.ndarray:
+def _activation_bytes(seq, micro_batch_size, hidden, bytes_per_value) -> np.ndarray:
     s = validate.number("seq", seq, 1, 1 << 24, integer=True)
-    b = validate.number("mb", mb, 1, 1 << 20, integer=True)
+    b = validate.number("mb", micro_batch_size, 1, 1 << 20, integer=True)
     h = validate.number("hidden", hidden, 1, 1 << 20, integer=True)
     return s * b * h * validate.number("bytes_per_value", bytes_per_value, 0.5, 8)

@@ -25,9 +25,9 @@ from core.cost import collective
 from core.params.memory import MAX_ND, MAX_TP
 
 
-def tokens_per_gpu(seq, mb, t=1, cp=1) -> np.ndarray:
+def tokens_per_gpu(seq, micro_batch_size, t=1, cp=1) -> np.ndarray:
     """Tokens one GPU routes in one MoE layer for one micro-batch."""
-    s, b = np.asarray(seq, dtype=float), np.asarray(mb, dtype=float)
+    s, b = np.asarray(seq, dtype=float), np.asarray(micro_batch_size, dtype=float)
     return s * b / (np.asarray(t, dtype=float) * np.asarray(cp, dtype=float))
 
 
@@ -38,11 +38,12 @@ def local_members(ep, etp, gpus_per_node) -> np.ndarray:
     return np.clip(np.floor(np.asarray(gpus_per_node, dtype=float) / etp), 1, ep)
 
 
-def direction_bytes(seq, mb, hidden, top_k, t=1, cp=1, ep=1, capacity=1.0, bytes_per_value=2.0) -> np.ndarray:
+def direction_bytes(seq, micro_batch_size, hidden, top_k, t=1, cp=1, ep=1, capacity=1.0,
+                    bytes_per_value=2.0) -> np.ndarray:
     """Bytes one GPU sends to other GPUs in one dispatch (or one combine) of one MoE layer and micro-batch."""
     ep = validate.number("ep", ep, 1, MAX_ND, integer=True)
     capacity = validate.number("capacity", capacity, 1.0, 64.0)
-    copies = tokens_per_gpu(seq, mb, t, cp) * np.asarray(top_k, dtype=float) * capacity
+    copies = tokens_per_gpu(seq, micro_batch_size, t, cp) * np.asarray(top_k, dtype=float) * capacity
     return copies * np.asarray(hidden, dtype=float) * bytes_per_value * (ep - 1) / ep
 
 
@@ -53,10 +54,10 @@ def passes(recompute) -> tuple[np.ndarray, np.ndarray]:
     return 1.0 + again, 3.0 + again  # forward combine + both backward gradients move BF16
 
 
-def layer_bytes(seq, mb, hidden, top_k, t=1, cp=1, ep=1, capacity=1.0, recompute="none",
+def layer_bytes(seq, micro_batch_size, hidden, top_k, t=1, cp=1, ep=1, capacity=1.0, recompute="none",
                 fp8_dispatch=False) -> np.ndarray:
     """All-to-all bytes one GPU sends for one MoE layer and one micro-batch over a training step."""
-    half = direction_bytes(seq, mb, hidden, top_k, t, cp, ep, capacity, 2.0)
+    half = direction_bytes(seq, micro_batch_size, hidden, top_k, t, cp, ep, capacity, 2.0)
     n_dispatch, n_rest = passes(recompute)
     dispatch_factor = np.where(np.asarray(fp8_dispatch, dtype=bool), 0.5, 1.0)
     return half * (n_dispatch * dispatch_factor + n_rest)

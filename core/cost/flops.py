@@ -117,11 +117,11 @@ def six_n_flops(params, tokens, layers, hidden, seq):
     return 6 * N * T + 12 * L * h * s * T
 
 
-def layer_flops(model: ModelConfig, micro_batch, recompute="none", attention: float = 1.0):
+def layer_flops(model: ModelConfig, micro_batch_size, recompute="none", attention: float = 1.0):
     """One transformer layer, one micro-batch, forward + backward (+ recompute): FLOPs over the whole TP group.
     attention: the share of the s x s score and value work counted (1 full, 0.5 causal)."""
     full, selective = _recompute_masks(recompute)
-    tokens = np.asarray(micro_batch, dtype=float) * model.seq
+    tokens = np.asarray(micro_batch_size, dtype=float) * model.seq
     matmul = 2 * matmul_params_per_layer(model)                  # active weights of an average layer
     scores = 4.0 * model.seq * attention_core_width(model) * np.asarray(attention, dtype=float)  # QK^T, softmax x V
     forward = matmul + scores
@@ -185,7 +185,7 @@ def tokens_per_second(sequences, seq, step_time):
 
 # -------------------------------------------------------------------------------- tensor-parallel ratio
 
-def tp_comm_compute_ratio(model: ModelConfig, micro_batch, t, bandwidth, flops_rate, recompute="none"):
+def tp_comm_compute_ratio(model: ModelConfig, micro_batch_size, t, bandwidth, flops_rate, recompute="none"):
     """One layer, one micro-batch: (TP bytes a rank sends / link bandwidth) / (its share of the layer's FLOPs / rate).
 
     The traffic is core.cost.comm.tp_layer_bytes (Megatron: 2 all-reduces of b s h in forward and 2 in backward, ring
@@ -193,8 +193,8 @@ def tp_comm_compute_ratio(model: ModelConfig, micro_batch, t, bandwidth, flops_r
     all-gather). Without recompute, for a GPT block this is 2 (t-1) rate / (9 h (1 + s/6h) bandwidth): it grows
     with t, falls with h, and does not depend on the micro-batch.
     """
-    sent = comm.tp_layer_bytes(model.seq, micro_batch, model.hidden, t, recompute)
-    work = layer_flops(model, micro_batch, recompute) / np.asarray(t, dtype=float)
+    sent = comm.tp_layer_bytes(model.seq, micro_batch_size, model.hidden, t, recompute)
+    work = layer_flops(model, micro_batch_size, recompute) / np.asarray(t, dtype=float)
     return comm_compute_ratio(sent, bandwidth, work, flops_rate)
 
 

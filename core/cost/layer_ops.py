@@ -168,7 +168,7 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     MoE capacity factor. Besides the phases, "hidden" holds the backward TP time Megatron-LM's default overlap hides
     behind the layer's GEMMs and "overlap" what TP communication overlap (--tp-comm-overlap) can hide, per phase.
     """
-    b, t = np.asarray(lay.b, dtype=float), np.asarray(lay.t, dtype=float)
+    b, t = np.asarray(lay.micro_batch_size, dtype=float), np.asarray(lay.t, dtype=float)
     sp, recompute = np.asarray(lay.sp, dtype=bool), np.asarray(lay.recompute)
     cp, ep = np.asarray(lay.cp, dtype=float), np.asarray(lay.ep, dtype=float)
     etp = np.asarray(lay.etp, dtype=float)
@@ -262,9 +262,9 @@ def _tensor_parallel(out: dict, act, t, sp, fabric: collective.Fabric, column_pa
                       "B_split": np.where(sp, bwd_d, 0.0)}
 
 
-def embedding_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.Fabric) -> dict:
+def embedding_times(model: ModelConfig, r: Rates, micro_batch_size, t, sp, fabric: collective.Fabric) -> dict:
     """First stage: the vocabulary-parallel embedding lookup (+ learned positions, dropout) and its gradient."""
-    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
+    b, t, sp = np.asarray(micro_batch_size, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
     out = _zeros(np.broadcast(b, t, sp).shape)
     T, h = b * model.seq, model.hidden
     e_h = T * h / np.where(sp, t, 1.0)
@@ -278,9 +278,10 @@ def embedding_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.F
     return out
 
 
-def output_times(model: ModelConfig, r: Rates, b, t, sp, fabric: collective.Fabric, fused: bool = True) -> dict:
+def output_times(model: ModelConfig, r: Rates, micro_batch_size, t, sp, fabric: collective.Fabric,
+                 fused: bool = True) -> dict:
     """Last stage: final norm, the logits GEMM (vocabulary-parallel) and the fp32 cross-entropy, with gradients."""
-    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
+    b, t, sp = np.asarray(micro_batch_size, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
     out = _zeros(np.broadcast(b, t, sp).shape)
     T, h, vocab = b * model.seq, model.hidden, model.vocab / t
     e_h = T * h / np.where(sp, t, 1.0)

@@ -31,15 +31,15 @@ def ring_passes(recompute) -> np.ndarray:
     return np.where(np.asarray(recompute) == "none", 1.0, 2.0)
 
 
-def step_flops(seq, mb, width, t=1, cp=1) -> np.ndarray:
+def step_flops(seq, micro_batch_size, width, t=1, cp=1) -> np.ndarray:
     """Forward attention FLOPs of one ring step on one GPU: 4 b (s/c)^2 x width / t."""
-    s, b, w = (np.asarray(x, dtype=float) for x in (seq, mb, width))
+    s, b, w = (np.asarray(x, dtype=float) for x in (seq, micro_batch_size, width))
     return 4.0 * b * (s / np.asarray(cp, dtype=float)) ** 2 * w / np.asarray(t, dtype=float)
 
 
-def layer_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, recompute="none") -> np.ndarray:
+def layer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, recompute="none") -> np.ndarray:
     """K/V bytes one GPU sends for one layer and one micro-batch over a training step (0 without CP)."""
-    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp)
+    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp)
     per_step = ring_passes(recompute) * FORWARD[0] + BACKWARD[0]
     return (np.asarray(cp, dtype=float) - 1.0) * chunk * per_step
 
@@ -53,11 +53,12 @@ def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate) -> tu
     of `lay`): every step one point-to-point send per chunk (core.cost.collective, its latency included) over NVLink
     while t x cp fits in a server, else the network. flops_rate: the attention's achieved FLOP/s."""
     seq, t, cp = model.seq, lay.t, np.asarray(lay.cp, dtype=float)
-    chunk = kv_chunk_bytes(seq, lay.b, model.hidden, model.heads, model.kv_heads, t, cp)
+    chunk = kv_chunk_bytes(seq, lay.micro_batch_size, model.hidden, model.heads, model.kv_heads, t, cp)
     steps = cp - 1.0
     inside = ~crosses_node(t, cp, fabric.gpus_per_node)
     send = collective.cost("send", chunk, 2, np.where(inside, 2, 1), fabric).seconds
-    work = step_flops(seq, lay.b, attention_core_width(model), t, cp) / np.asarray(flops_rate, dtype=float)
+    flops = step_flops(seq, lay.micro_batch_size, attention_core_width(model), t, cp)
+    work = flops / np.asarray(flops_rate, dtype=float)
     fwd = ring_passes(lay.recompute)
     total = steps * (fwd * FORWARD[0] * send + BACKWARD[0] * send)
     exposed = steps * (fwd * np.maximum(0.0, FORWARD[0] * send - FORWARD[1] * work)

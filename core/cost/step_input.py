@@ -104,7 +104,7 @@ class Layouts:
     cp: np.ndarray | int = 1
     ep: np.ndarray | int = 1
     etp: np.ndarray | int = 0
-    b: np.ndarray | int = 1
+    micro_batch_size: np.ndarray | int = 1
     chunks: np.ndarray | int = 1
     m: np.ndarray | int = 1
     zero: np.ndarray | int = 0

@@ -166,11 +166,11 @@ def _distinct_layers(b, t, sp, recompute, cp, ep, etp) -> tuple[np.ndarray, np.n
 def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> tuple[dict, dict, dict]:
     """layer_times, embedding_times and output_times (by component) for every candidate, computed once per distinct
     layer setting (a few hundred among 100,000 candidates) and taken back to each candidate's own row."""
-    rows = _distinct_layers(lay.b, lay.t, lay.sp, lay.recompute, lay.cp, lay.ep, lay.etp)
+    rows = _distinct_layers(lay.micro_batch_size, lay.t, lay.sp, lay.recompute, lay.cp, lay.ep, lay.etp)
     first, inverse = rows if rows is not None else (slice(None), slice(None))
     one = lay.take(first) if rows is not None else lay
     layer = layer_times(s.model, r, one, fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
-    b = one.b / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
+    b = one.micro_batch_size / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
     head = _by_component(embedding_times(s.model, r, b, one.t, one.sp, fabric))
     tail = _by_component(output_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))
     if rows is None:
@@ -212,7 +212,7 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     # Pipeline sends: one activation per chunk forward, one gradient per chunk backward, each 1/t of the s x b x h
     # tensor when t > 1 (Megatron's scatter/gather, or sequence parallelism), over the link between stages: the
     # network unless the whole t x d x cp x p layout sits in one server (ranks run t fastest, then cp, d, p).
-    t, b, cp = lay.t, lay.b, np.asarray(lay.cp, dtype=float)
+    t, b, cp = lay.t, lay.micro_batch_size, np.asarray(lay.cp, dtype=float)
     inside = t * lay.dp_group * lay.p <= s.gpu.gpus_per_node
     sent = comm.p2p_bytes(model.seq, b, model.hidden, t, t > 1) / cp
     one = collective.cost("send", sent, 2, np.where(inside, 2, 1), fabric).seconds

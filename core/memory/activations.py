@@ -51,12 +51,12 @@ def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
     return _spec_number("cp", cp), np.asarray(fp8, dtype=bool)
 
 
-def per_layer_bytes(seq, mb, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
+def per_layer_bytes(seq, micro_batch_size, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
                     fp8=False, flash=False) -> np.ndarray:
     """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank (and one
     context-parallel rank: divided by cp). flash: fused attention, which never stores the a s^2 scores. A parallel
     attention + MLP block: Shape(..., parallel=True).per_layer()."""
-    return _per_layer(Shape(seq, mb, hidden, heads, t, sequence_parallel, recompute, 0, cp, fp8, flash))
+    return _per_layer(Shape(seq, micro_batch_size, hidden, heads, t, sequence_parallel, recompute, 0, cp, fp8, flash))
 
 
 def _per_layer(a: Shape) -> np.ndarray:
@@ -74,17 +74,17 @@ def _per_layer(a: Shape) -> np.ndarray:
     return sbh * np.where(mode == 2, full, kept) / cp
 
 
-def embedding_bytes(seq, mb, hidden, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
+def embedding_bytes(seq, micro_batch_size, hidden, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
     """First stage, per micro-batch: the 1-byte dropout mask after the embeddings (s b h, / t with SP, / cp)."""
-    sbh = _spec_number("seq", seq) * _spec_number("mb", mb) * _spec_number("hidden", hidden)
+    sbh = _spec_number("seq", seq) * _spec_number("mb", micro_batch_size) * _spec_number("hidden", hidden)
     return sbh / np.where(np.asarray(sequence_parallel, dtype=bool), _spec_number("t", t), 1.0) / _spec_number("cp", cp)
 
 
-def output_bytes(seq, mb, hidden, vocab, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
+def output_bytes(seq, micro_batch_size, hidden, vocab, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
     """Last stage, per micro-batch: final layer-norm input and output-projection input (2 s b h each,
     / t with SP) and the 32-bit logits for the cross-entropy, 4 s b V / t (vocabulary-parallel).
     Zero when vocab = 0 (no output layer modelled)."""
-    s, b, h = _spec_number("seq", seq), _spec_number("mb", mb), _spec_number("hidden", hidden)
+    s, b, h = _spec_number("seq", seq), _spec_number("mb", micro_batch_size), _spec_number("hidden", hidden)
     v, t = _spec_number("vocab", vocab), _spec_number("t", t)
     kept = 4.0 * s * b * h / np.where(np.asarray(sequence_parallel, dtype=bool), t, 1.0) + 4.0 * s * b * v / t
     return np.where(v > 0, kept, 0.0) / _spec_number("cp", cp)
@@ -149,11 +149,11 @@ MODES = (
 )
 
 
-def modes_table(seq, mb, hidden, heads, t=1, cp=1, fp8=False) -> pd.DataFrame:
+def modes_table(seq, micro_batch_size, hidden, heads, t=1, cp=1, fp8=False) -> pd.DataFrame:
     """Per-layer bytes of every mode in Korthikanti et al.'s Table 2, for one (s, b, h, a, t) (and c, FP8)."""
     rows = []
     for name, sp, recompute, single in MODES:
-        value = per_layer_bytes(seq, mb, hidden, heads, 1 if single else t, sp, recompute, cp, fp8)
+        value = per_layer_bytes(seq, micro_batch_size, hidden, heads, 1 if single else t, sp, recompute, cp, fp8)
         rows.append({"mode": name, "t": 1 if single else int(t), "sequence_parallel": sp, "recompute": recompute,
                      "per layer [bytes]": float(value)})
     return pd.DataFrame(rows)

@@ -19,11 +19,11 @@ from core.params.memory import ACTIVATIONS
 CHUNKS_IN_FLIGHT = 4  # two K/V chunks double-buffered, plus their two gradient chunks in the backward
 
 
-def kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
     """Bytes of one rank's K and V for its s / c tokens, on one tensor-parallel rank (a K/V head stays whole:
     with t > kv_heads each rank holds one head, replicated)."""
     s = validate.number("seq", seq, 1, ACTIVATIONS["seq"].hi)
-    b = validate.number("mb", mb, 1, ACTIVATIONS["mb"].hi)
+    b = validate.number("mb", micro_batch_size, 1, ACTIVATIONS["mb"].hi)
     h = validate.number("hidden", hidden, 1, ACTIVATIONS["hidden"].hi)
     a = validate.number("heads", heads, 1, ACTIVATIONS["heads"].hi)
     kv = validate.number("kv_heads", kv_heads, 1, ACTIVATIONS["heads"].hi)
@@ -33,7 +33,7 @@ def kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=
     return 2.0 * (s / cp) * b * heads_per_rank * (h / a) * bytes_per_value
 
 
-def ring_buffer_bytes(seq, mb, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+def ring_buffer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
     """Transient ring-attention buffers of the layer being computed; zero without context parallelism."""
-    chunk = kv_chunk_bytes(seq, mb, hidden, heads, kv_heads, t, cp, bytes_per_value)
+    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp, bytes_per_value)
     return np.where(np.asarray(cp) > 1, CHUNKS_IN_FLIGHT * chunk, 0.0)

@@ -69,16 +69,16 @@ def moe_mlp_sbh(top_k, shared, expert_ffn, hidden, capacity=1.0, fp8=False) -> n
     return np.where(fp8, routed * (1 + 3 * f) + 3 * shared * f, routed * (2 + 4 * f) + 4 * shared * f)
 
 
-def moe_extra_bytes(model, mb, t=1, cp=1, capacity=1.0, fp8=False, recompute="none") -> np.ndarray:
+def moe_extra_bytes(model, micro_batch_size, t=1, cp=1, capacity=1.0, fp8=False, recompute="none") -> np.ndarray:
     """Activation bytes one MoE layer keeps beyond the dense layer's formula, one micro-batch, one GPU (0 for a
     dense model, and with full recompute, which keeps only the layer input)."""
     if not model.is_moe:
-        return np.zeros(np.broadcast(np.asarray(mb), np.asarray(t), np.asarray(cp)).shape)
+        return np.zeros(np.broadcast(np.asarray(micro_batch_size), np.asarray(t), np.asarray(cp)).shape)
     moe = model.moe
     fp8 = np.asarray(fp8, dtype=bool)
     delta = moe_mlp_sbh(moe.top_k, moe.shared, moe.expert_ffn or model.ffn, model.hidden, capacity, fp8) \
         - np.where(fp8, DENSE_MLP_SBH[1], DENSE_MLP_SBH[0])
-    sbh = model.seq * np.asarray(mb, dtype=float) * model.hidden
+    sbh = model.seq * np.asarray(micro_batch_size, dtype=float) * model.hidden
     extra = sbh * delta / (np.asarray(t, dtype=float) * np.asarray(cp, dtype=float))
     return np.where(np.asarray(recompute) == "full", 0.0, extra)
 

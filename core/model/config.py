@@ -67,7 +67,7 @@ class PublishedLayout:
     gpus: int
     gpus_per_node: int
     global_batch: int
-    micro_batch: int
+    micro_batch_size: int
     schedule: str
     v: int
     zero_stage: int
@@ -84,7 +84,7 @@ class PublishedLayout:
     throughput: tuple[Throughput, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("t", "p", "d", "cp", "ep", "gpus", "gpus_per_node", "global_batch", "micro_batch", "v"):
+        for name in ("t", "p", "d", "cp", "ep", "gpus", "gpus_per_node", "global_batch", "micro_batch_size", "v"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"layout {name}: expected a positive whole number, got {value!r}")

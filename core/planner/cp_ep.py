@@ -94,8 +94,8 @@ def communication(s, lay) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out = {}
     if model.is_moe:
         moe = model.moe
-        per_layer = expert_comm.layer_bytes(model.seq, lay.b, model.hidden, moe.top_k, lay.t, lay.cp, lay.ep,
-                                            a.moe_capacity, lay.recompute, s.fp8)
+        per_layer = expert_comm.layer_bytes(model.seq, lay.micro_batch_size, model.hidden, moe.top_k, lay.t, lay.cp,
+                                            lay.ep, a.moe_capacity, lay.recompute, s.fp8)
         n_moe = np.minimum(layers_dev, model.moe_layers)
         messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
         total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages)

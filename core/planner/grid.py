@@ -108,7 +108,7 @@ class Candidates:
 
     def layouts(self) -> Layouts:
         """The candidates as the step-time model's layouts (core.cost.step_input.Layouts)."""
-        return Layouts(t=self.t, p=self.p, d=self.d, cp=self.cp, ep=self.ep, etp=self.etp, b=self.b,
+        return Layouts(t=self.t, p=self.p, d=self.d, cp=self.cp, ep=self.ep, etp=self.etp, micro_batch_size=self.b,
                        chunks=self.v, m=1 if self.m is None else self.m, zero=self.zero,
                        recompute=self.recompute_name, sp=self.sp, split=self.split_backward,
                        offload=self.offload_name, reshard=self.reshard, tp_comm_overlap=self.tp_comm_overlap)

@@ -136,7 +136,7 @@ def from_published(model_key: str, which: int = 0, **overrides) -> Layout:
     if not 0 <= which < len(m.layouts):
         raise InputError(f"{m.name} has {len(m.layouts)} published layout(s)")
     pub = m.layouts[which]
-    values = dict(t=pub.t, p=pub.p, d=pub.d, global_batch=pub.global_batch, micro_batch_size=pub.micro_batch,
+    values = dict(t=pub.t, p=pub.p, d=pub.d, global_batch=pub.global_batch, micro_batch_size=pub.micro_batch_size,
                   zero_stage=pub.zero_stage, schedule=pub.schedule, v=pub.v, recompute=pub.recompute,
                   sequence_parallel=pub.sequence_parallel, precision=pub.precision, gpus_per_node=pub.gpus_per_node,
                   cp=pub.cp, ep=pub.ep)

@@ -197,7 +197,8 @@ def layer_rows(assumptions: dict[str, float] | None = None) -> pd.DataFrame:
         rates = a.rates(gpu)
         lay, spec = row["layout"], row["model"]
         model = presets.custom_model({k: v for k, v in _model(spec).items() if k != "model"} | {"flash": False})
-        shape = Layouts(t=lay["t"], b=lay["micro_batch"], sp=lay["sequence_parallel"], recompute=lay["recompute"])
+        shape = Layouts(t=lay["t"], micro_batch_size=lay["micro_batch"], sp=lay["sequence_parallel"],
+                        recompute=lay["recompute"])
         times = layer_ops.layer_times(model, rates, shape, Fabric.of(gpu, a), a.grad_accum_fusion)
         if a.tp_bwd_overlap:
             times["B"]["tp"] = times["B"]["tp"] - times["hidden"]["tp"]

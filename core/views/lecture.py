@@ -336,12 +336,12 @@ HEAD_SIZE = 128  # the head size the recall question assumes (heads = h / 128)
 
 
 def states_with_activations(psi_billion: float, n: int, mem_gb: float, hidden: int, layers: int, seq: int,
-                            mb: int) -> StatesWithActivations:
+                            micro_batch_size: int) -> StatesWithActivations:
     """Recall 1 with activations on: ZeRO-1 and ZeRO-3 model states per GPU plus the activations of one
     micro-batch (Korthikanti et al., no pipeline, no tensor parallelism) in each recompute mode, against the GPU."""
     psi, n = _get("r1_psi", psi_billion) * BILLION, _get("r1_n", n)
     mem, h, L = _get("r1_mem", mem_gb), _get("r1_hidden", hidden), _get("r1_layers", layers)
-    s, b = _get("r1_seq", seq), _get("r1_mb", mb)
+    s, b = _get("r1_seq", seq), _get("r1_mb", micro_batch_size)
     heads = max(1, h // HEAD_SIZE)
     usable = float(fit.usable_bytes(mem))
     # the one memory function (core.memory.per_gpu), as the ZeRO page and the planner ask it: one stage, one

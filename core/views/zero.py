@@ -96,7 +96,8 @@ def from_inputs(v: Mapping[str, Any]) -> tuple[ZeroParams, Shape, ActInputs | No
     ZeroParams refuses.
     """
     zero = {k: v[k] for k in ZERO if k in v}
-    act = ActInputs(**{k: v[k] for k in zero_page.ACT if k in v}) if v["act"] else None
+    named = {("micro_batch_size" if k == "mb" else k): v[k] for k in zero_page.ACT if k in v}  # URL key mb
+    act = ActInputs(**named) if v["act"] else None
     if v["model"] != "custom":
         zero["params"] = preset_params(v["model"])
         zero["expert_params"] = preset_expert_params(v["model"])

@@ -68,7 +68,7 @@ def custom_shape(values) -> Shape:
 
 @dataclass(frozen=True)
 class ActInputs:
-    mb: int
+    micro_batch_size: int
     sequence_parallel: bool
     recompute: str
     schedule: str
@@ -125,8 +125,8 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
     layout = per_gpu.Layout(t=q.t, p=q.p, d=q.nd // a.cp, cp=a.cp, ep=q.ep, etp=q.etp,
                             chunks=chunks_per_device(a.schedule, a.v), zero=np.arange(4),
                             offload=np.array(stage_modes(q), dtype=object), reshard=q.reshard)
-    training = per_gpu.Training(micro_batch_size=a.mb, sequence_parallel=a.sequence_parallel, recompute=a.recompute,
-                                fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
+    training = per_gpu.Training(micro_batch_size=a.micro_batch_size, sequence_parallel=a.sequence_parallel,
+                                recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight())
 
