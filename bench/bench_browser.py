@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.ws_client import error_text, first_element  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
@@ -347,30 +348,17 @@ def report(results: dict[str, Series], cores: dict[tuple[str, str], float]) -> l
 # --- the classroom: many students open the lecturer's links within a few seconds ------------------------------
 
 async def _student_ws(base: str, target: Target, delay: float, out: list) -> None:
-    """A student's session as the server sees it: Streamlit's own WebSocket protocol, the link's page and query."""
-    import websockets
-    from streamlit.proto import BackMsg_pb2, ForwardMsg_pb2
+    """A student's session as the server sees it (bench/ws_client.py): the link's number on its own metric."""
+    def own_metric(el) -> bool:
+        return el.WhichOneof("type") == "metric" and target.label in el.metric.label
 
     await asyncio.sleep(delay)
-    page, _, query = target.path.lstrip("/").partition("?")
-    t_open = time.perf_counter()
     try:
-        async with websockets.connect(base.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-                                      max_size=None) as ws:
-            msg = BackMsg_pb2.BackMsg()
-            msg.rerun_script.query_string = query
-            msg.rerun_script.page_name = page
-            await ws.send(msg.SerializeToString())
-            while True:
-                fm = ForwardMsg_pb2.ForwardMsg()
-                fm.ParseFromString(await asyncio.wait_for(ws.recv(), 120))
-                if fm.WhichOneof("type") == "delta" and fm.delta.WhichOneof("type") == "new_element":
-                    el = fm.delta.new_element
-                    if el.WhichOneof("type") == "metric" and target.label in el.metric.label:
-                        out.append((target.name, time.perf_counter() - t_open, el.metric.body))
-                        return
+        seconds, el = await first_element(base, target.path, own_metric, 120)
     except Exception as exc:
-        out.append((target.name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"))
+        out.append((target.name, None, error_text(exc)))
+        return
+    out.append((target.name, seconds, el.metric.body))
 
 
 async def _classroom_ws(base: str, students: int, window: float, delays: list[float] | None = None) -> list:

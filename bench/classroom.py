@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.ws_client import error_text, first_element  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 TIMEOUT_S = 120.0
@@ -171,36 +172,21 @@ async def student(browser, base: str, link: Link, delay: float = 0.0) -> dict:
 
 
 async def student_ws(base: str, link: Link, delay: float = 0.0) -> dict:
-    """One student as the server sees it (--clients ws): Streamlit's own WebSocket protocol asks for the link's page
-    and query, and the time runs until the first number arrives (a metric with a digit, or a revealed answer). What
-    a browser adds to it runs on the student's own machine, not the server's."""
+    """One student as the server sees it (--clients ws, bench/ws_client.py): the time runs until the first number
+    arrives (a metric with a digit, or a revealed answer)."""
     import re
 
-    import websockets
-    from streamlit.proto import BackMsg_pb2, ForwardMsg_pb2
+    def first_number(el) -> bool:
+        kind = el.WhichOneof("type")
+        return (kind == "metric" and bool(re.search(r"[0-9]", el.metric.body))) or (
+            kind == "markdown" and bool(re.search(r"m = [0-9]", el.markdown.body)))
 
     await asyncio.sleep(delay)
-    page, _, query = link.path.lstrip("/").partition("?")
-    t0 = time.perf_counter()
     try:
-        async with websockets.connect(base.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-                                      max_size=None) as ws:
-            msg = BackMsg_pb2.BackMsg()
-            msg.rerun_script.query_string, msg.rerun_script.page_name = query, page
-            await ws.send(msg.SerializeToString())
-            while True:
-                fm = ForwardMsg_pb2.ForwardMsg()
-                fm.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
-                if fm.WhichOneof("type") != "delta" or fm.delta.WhichOneof("type") != "new_element":
-                    continue
-                el = fm.delta.new_element
-                kind = el.WhichOneof("type")
-                if (kind == "metric" and re.search(r"[0-9]", el.metric.body)) or (
-                        kind == "markdown" and re.search(r"m = [0-9]", el.markdown.body)):
-                    return {"page": link.page, "path": link.path, "first_s": time.perf_counter() - t0, "error": None}
+        seconds, _ = await first_element(base, link.path, first_number, TIMEOUT_S)
     except Exception as exc:
-        return {"page": link.page, "path": link.path, "first_s": None,
-                "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
+        return {"page": link.page, "path": link.path, "first_s": None, "error": error_text(exc)}
+    return {"page": link.page, "path": link.path, "first_s": seconds, "error": None}
 
 
 async def _with_browser(work):
