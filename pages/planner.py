@@ -9,7 +9,6 @@ table -> exports.
 import streamlit as st
 
 from core.errors import InputError
-from core.params.pipeline import PIPELINE
 from core.params.planner import (
     ANY_MODEL_KEYS,
     ASSUMPTIONS,
@@ -25,16 +24,15 @@ from core.units import fmt_bytes
 from core.views.fallback import settled
 from ui import cache_planner as cp
 from ui import figures_planner as fp
+from ui.exports_planner import exports_section
 from ui.layout import first_paint, is_presentation, page_header
-from ui.links import copy_link_box, link_to_page
+from ui.links import copy_link_box
 from ui.page_state import enter_page
+from ui.recommendation_planner import summary
 from ui.url_state import sync_url
 from ui.widgets import confirm, grid, peek, show_notices, spec_input
 
 SPECS = {**PLAN, **VIEW}
-EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
-           ("megatron", "Megatron-LM command", "megatron_pretrain.sh", "bash"),
-           ("fsdp", "PyTorch script (FSDP2, pipelining)", "train_torch.py", "python"))
 
 page_header("planner")
 enter_page("planner", SPECS)
@@ -94,33 +92,6 @@ def inputs(v: dict, view) -> None:
             grid(v, PLAN, keys, width)
 
 
-def summary(view) -> None:
-    """What was searched, the search's notes, the recommendation in words and links to the other pages."""
-    rec, best = view.recommendation, view.best
-    st.caption(f"{view.title}. {view.candidates:,} candidates, {view.feasible:,} feasible; "
-               f"{view.simulations} pipeline simulations run for this plan (the others came from the cache).")
-    if view.narrowed:  # the work budget narrowed the search: said first, as a warning
-        st.warning(view.narrowed, icon=":material/filter_alt:")
-    for note in view.notes:
-        if note != view.narrowed:
-            st.info(note, icon=":material/info:")
-    with st.container(border=True):
-        for title, items in rec.sections():
-            if title in ("Assumptions", "Search notes"):
-                continue
-            st.markdown(f"**{title}**")
-            st.markdown("\n".join(f"- {x}" for x in items))
-        with st.expander("Every assumption behind these numbers"):
-            st.markdown("\n".join(f"- {x}" for x in rec.assumptions))
-    if best is not None:
-        cols = st.columns(2)
-        with cols[0]:
-            link_to_page("pipeline", cp.pipeline_params(best), PIPELINE, label="Its schedule on the Pipeline page")
-        with cols[1]:
-            link_to_page("zero", cp.zero_params(best, view.zero_link_base), cp.ZERO_PAGE_SPECS,
-                         label="Its memory on the ZeRO page")
-
-
 def chart_and_table(q: PlannerParams, view) -> dict:
     """Step time (or MFU) against memory, the step-time breakdown, the ranked table; returns the view inputs."""
     metric = spec_input(VIEW["y"], widget="radio", horizontal=True)
@@ -134,62 +105,6 @@ def chart_and_table(q: PlannerParams, view) -> dict:
     st.caption("Ranked: fastest feasible first, memory headroom breaks ties; infeasible candidates say why. "
                "Each row opens its schedule on the Pipeline page and its memory on the ZeRO page.")
     return {"y": metric, "feasible_only": only, "rows": rows}
-
-
-def picked_exports(q: PlannerParams, view, pick: int) -> dict:
-    """The exports of the candidate ranked `pick`; a rank beyond the feasible ones says so and shows rank 1."""
-    if not view.feasible:
-        return {}
-    if pick == 1:
-        return view.exports
-    try:
-        return cp.export_of(q, pick)
-    except InputError:
-        st.warning(f"There is no feasible candidate of rank {pick:,}: {min(view.feasible, cp.TOP_ROWS):,} are "
-                   "kept. Showing rank 1.", icon=":material/info:")
-        return view.exports
-
-
-def export_tab(tab, kind: str, name: str, lang: str, art) -> None:
-    if art.refused:
-        tab.warning("Not exported: this layout is not one this framework runs exactly.\n\n"
-                    + "\n".join(f"- {r}" for r in art.refused), icon=":material/block:")
-        tab.markdown("\n".join(f"- {n}" for n in art.notes))
-        return
-    tab.download_button(f"Download {name}", data=art.text, file_name=name, on_click="ignore",
-                        icon=":material/download:", key=f"download_{kind}")
-    tab.code(art.text, language=lang)
-    if art.setup:
-        tab.caption("What the JSON cannot carry (the degrees DeepSpeed takes from code):")
-        tab.code(art.setup, language="python")
-    tab.markdown("\n".join(f"- {n}" for n in art.notes))
-
-
-def exports_section(q: PlannerParams, view) -> int:
-    """Downloads and the three framework configs of the picked row, opened on a framework that runs it."""
-    st.subheader("Configs to paste")
-    cols = st.columns([1, 1, 1])
-    pick = spec_input(VIEW["pick"], container=cols[0])
-    every = view.csv_rows == view.candidates
-    cols[1].download_button("All candidates (CSV)" if every else f"First {view.csv_rows:,} candidates (CSV)",
-                            data=lambda: cp.candidates_csv(q),
-                            help=None if every else f"Of {view.candidates:,}, ranked; `python -m core plan --csv "
-                                                    "--top 0` writes every one.",
-                            file_name="planner_candidates.csv", mime="text/csv", on_click="ignore",
-                            icon=":material/download:")
-    cols[2].download_button("Recommendation (text)", data=view.recommendation.text(),
-                            file_name="planner_recommendation.txt", mime="text/plain", on_click="ignore",
-                            icon=":material/download:")
-    exports = picked_exports(q, view, pick)
-    if not exports:
-        st.info("No feasible candidate to export: see above for why, and what to try.")
-    labels = [e[1] for e in EXPORTS]
-    runs = [label for (kind, label, _, _) in EXPORTS if kind in exports and not exports[kind].refused]
-    tabs = st.tabs(labels, default=runs[0] if runs else labels[0])
-    for tab, (kind, _, name, lang) in zip(tabs, EXPORTS, strict=True):
-        if kind in exports:
-            export_tab(tab, kind, name, lang, exports[kind])
-    return pick
 
 
 @st.fragment
