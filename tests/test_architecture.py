@@ -5,7 +5,8 @@
 - pages and ui/ talk to core only through its views (core.views*), the input tables (core.params*), core.errors
   and core.units (app.py also sets up the process through core.runtime);
 - no function in core/, ui/, pages/ is over 80 lines, and no core function takes more than 10 parameters (records
-  instead), with a shrinking list of known exceptions that their owners are cutting down.
+  instead), with a shrinking list of known exceptions that their owners are cutting down;
+- a page stays thin: at most PAGE_LINES lines (headline, inputs, main view, body order; sections go to ui/).
 """
 
 from __future__ import annotations
@@ -181,6 +182,26 @@ def offenders(roots: list[Path], limit_of) -> set[str]:
             if limit_of(lines, params):
                 out.add(f"{path.relative_to(ROOT)}:{name}")
     return out
+
+
+PAGE_LINES = 160  # a page is its headline, inputs, main view and body order; drawing helpers and sections go to ui/
+
+
+def long_pages(folder: Path) -> dict[str, int]:
+    """{file name: lines} of the pages in `folder` over PAGE_LINES lines."""
+    counts = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted(folder.glob("*.py"))}
+    return {name: n for name, n in counts.items() if n > PAGE_LINES}
+
+
+def test_every_page_stays_within_its_line_budget():
+    long = long_pages(ROOT / "pages")
+    assert not long, f"pages over {PAGE_LINES} lines (move sections and helpers to a ui/ module named for them): {long}"
+
+
+def test_the_line_budget_sees_a_long_page(tmp_path):
+    (tmp_path / "thin.py").write_text("x = 1\n" * PAGE_LINES)
+    (tmp_path / "long.py").write_text("x = 1\n" * (PAGE_LINES + 1))
+    assert long_pages(tmp_path) == {"long.py": PAGE_LINES + 1}
 
 
 def test_no_function_over_80_lines_in_ui_and_pages():
