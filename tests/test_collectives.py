@@ -16,7 +16,7 @@ from core.cost import collective
 from core.cost.collective import Fabric
 from core.params.planner import PlannerParams
 from core.planner import plan as planner
-from core.planner import rank_memory, validation_scaling
+from core.planner import rank_memory, validation, validation_scaling
 from core.planner.recommend import recommend
 
 H100 = Fabric(450e9 * 0.8, 50e9 * 0.8, 8)  # the h100-80gb preset at the default 80 % of line rate, no ring loss
@@ -180,19 +180,45 @@ def test_scaling_series_drift():
     s = validation_scaling.validate()
     summary = {x.key: x for x in s.summary()}
     assert summary["megascale-175b-b6144"].role == "calibration"
-    # with the baseline's defaults (selective recompute, no flash, blocking sends): errors 0 to -6 %, drift 6.0 points
-    assert summary["megascale-175b-b6144"].drift < 0.065  # measured +18 % GPU-seconds per sequence, predicted +18 %
-    assert summary["megascale-530b-weak"].drift < 0.02 and summary["mtnlg-530b"].drift < 0.04
-    assert summary["llama3-405b"].drift < 0.04
+    # the baseline's defaults (ZeRO-0 with fp32 all-reduce, selective recompute, no flash, blocking sends)
+    assert summary["megascale-175b-b6144"].drift < 0.06 and summary["megascale-175b-b768"].drift < 0.05
+    assert summary["megascale-530b-weak"].drift < 0.01 and summary["mtnlg-530b"].drift < 0.035
+    assert summary["llama3-405b"].drift < 0.01
+    # no per-micro-batch + per-step model goes below 5 points on the batch-6,144 points: 6,144 -> 8,192 GPUs cut the
+    # step by 17 % for 25 % less work per GPU, 8,192 -> 12,288 by 30 % for 33 %
+    assert summary["megascale-175b-b6144"].floor == pytest.approx(0.053, abs=0.002)
+    assert summary["megascale-175b-b6144"].drift - summary["megascale-175b-b6144"].floor < 0.005
     cal = s.steps[s.steps["series"] == "megascale-175b-b6144"]
     growth = (cal["predicted_s"] * cal["gpus"]).to_numpy()
-    assert growth[-1] / growth[0] == pytest.approx(1.18, abs=0.02)  # GPU-seconds per step, 3,072 -> 12,288
+    published = (cal["published_s"] * cal["gpus"]).to_numpy()
+    assert published[-1] / published[0] == pytest.approx(1.18, abs=0.005)  # GPU-seconds per step, 3,072 -> 12,288
+    assert growth[-1] / growth[0] == pytest.approx(1.24, abs=0.02)
     assert np.all(s.steps["fits"] | (s.steps["series"] == "llama3-405b"))
-    # the sourced default, 6 % of the bandwidth per doubling of servers (NVIDIA/nccl issue 1229), leaves the
-    # calibration series a trend of -0.55 points per doubling; the series alone would ask for 8 % (+0.34); none or
-    # twice the default tilt it more (the default is kept: a measurement, not this fit)
-    assert s.fit["fitted_ring_loss"] == 0.08 and abs(s.fit["trends"]["0.06"]) < 0.006
-    assert s.fit["trends"]["0"] < -0.02 and s.fit["trends"]["0.12"] > 0.02
+    # by trend against log2(GPUs) the calibration series asks ring_loss 0.02; the sourced default, 6 % of the
+    # bandwidth per doubling of servers (NVIDIA/nccl issue 1229), tilts it +1.7 points per doubling but leaves
+    # the least drift on the 175B series (kept: a measurement, not this fit)
+    assert s.fit["fitted_ring_loss"] == 0.02 and s.fit["trends"]["0.06"] == pytest.approx(0.017, abs=0.003)
+    assert s.fit["trends"]["0"] < 0 < s.fit["trends"]["0.04"]
+
+
+def test_a_scaling_point_is_its_validation_row():
+    """One record per published number: a series names validation rows, and both tables print one prediction."""
+    steps = validation.step_rows(keep=lambda r: r["source"] in ("megascale", "mtnlg", "llama3_paper"))
+    by_key = steps.set_index("key")
+    points = validation_scaling.rows()
+    assert len(points) == 16
+    for p in points.to_dict("records"):
+        assert p["predicted_s"] == by_key.loc[p["key"], "predicted_s"]
+        assert p["published_s"] == by_key.loc[p["key"], "published_s"]
+
+
+def test_the_drift_floor_is_the_published_scatter():
+    m = np.array([128.0, 64.0, 48.0, 32.0])
+    d = 6144 / m
+    exact = 0.2 * m + 1.5 + 0.1 * np.log2(d)  # a series a per-micro-batch + per-step model reproduces
+    assert validation_scaling.drift_floor(m, exact, d) < 1e-3
+    wobble = exact * np.array([1.0, 1.03, 1.0, 1.0])  # one point 3 % slow: the best model splits it
+    assert validation_scaling.drift_floor(m, wobble, d) == pytest.approx(0.03, abs=0.005)
 
 
 def test_an_interleaved_schedule_reduces_each_chunks_gradients_behind_the_later_chunks_backward():

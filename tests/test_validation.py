@@ -113,6 +113,27 @@ def test_held_out_rows_against_issue_21(result):
     assert summary.rows == len(held) and summary.mean_abs_error == pytest.approx(errors.abs().mean())
 
 
+def test_llama3_runs_one_layer_per_model_chunk(result):
+    # Llama 3 paper 3.3.2: with one layer removed, the first chunk of the first stage holds "only the embedding", so
+    # every chunk holds one layer: 126 layers + embedding + loss = 16 stages x 8 chunks, v = 8 (not searched).
+    s = result.steps.set_index("key")
+    rows = ["llama3-405b-8192-s8k", "llama3-405b-16384-s8k", "llama3-405b-16384-s128k"]
+    assert list(s.loc[rows, "v"]) == [8, 8, 8] and all("v" not in c for c in s.loc[rows, "chosen"])
+    errors = s.loc[rows, "error"].to_numpy()
+    assert errors == pytest.approx([-0.054, -0.050, -0.144], abs=0.003)  # 8K, 8K, 128K: all fast
+    assert (s.loc[rows[1], "predicted_value"] / s.loc[rows[0], "predicted_value"]
+            == pytest.approx(400 / 430, abs=0.01))  # the 8K drift from 8,192 to 16,384 GPUs is Meta's
+
+
+def test_nemotron4_340b_largest_stage_no_fit_saw(result):
+    # Nemotron-4 340B's 6,144-GPU stage (t8 p12 interleaved, batch 2,304, 8.0 s per iteration): held out of every
+    # fit, its unstated depth, micro-batch and recompute taken as the fastest that fits
+    r = result.steps.set_index("key").loc["nemotron4-340b-6144"]
+    assert r["role"] == "held-out" and r["fits"] and r["v"] in (2, 4, 8)
+    assert r["published_s"] == 8.0 and r["error"] == pytest.approx(-0.033, abs=0.005)
+    assert 0.40 < r["mfu"] < 0.43  # the report's 41-42 % MFU
+
+
 def test_every_row_carries_its_provenance(result):
     for r in result.steps.to_dict("records"):
         assert r["source"] in validation.data()["sources"] and r["role"] in validation.ROLES

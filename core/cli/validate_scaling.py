@@ -9,9 +9,9 @@ from core.planner.validation import signed_percent as pct
 
 
 def section(result: validation_scaling.Scaling) -> str:
-    lines = ["", "Scaling series (assets/scaling.json; one model and layout on more GPUs; drift = max - min error "
-             "along the series; 'derived' = published TFLOP/s or MFU turned into seconds with the source's FLOP "
-             "count):"]
+    lines = ["", "Scaling series (assets/scaling.json; one model and layout on more GPUs, each point a row of the "
+             "table above; drift = max - min error along the series; 'derived' = published TFLOP/s or MFU turned into "
+             "seconds with the source's FLOP count):"]
     headers = ["series", "role", "GPUs", "m", "published s", "predicted s", "error", "fits"]
     table = [[r["label"], r["role"], f"{r['gpus']:,}", r["m"],
               f"{r['published_s']:,.2f}" + (" (derived)" if r["derived"] else ""), f"{r['predicted_s']:,.2f}",
@@ -19,7 +19,10 @@ def section(result: validation_scaling.Scaling) -> str:
     lines.append(render(headers, table))
     lines.append("")
     lines += [f"{s.key} ({s.role}): {s.points} points, mean |error| {100 * s.mean_abs_error:.1f} %, signed "
-              f"{100 * s.signed_mean_error:+.1f} %, drift {100 * s.drift:.1f} points" for s in result.summary()]
+              f"{100 * s.signed_mean_error:+.1f} %, drift {100 * s.drift:.1f} points (floor {100 * s.floor:.1f})"
+              for s in result.summary()]
+    lines.append("floor: the least drift any step time c x m + F + g x log2(d) (c > 0; F, g >= 0; m micro-batches, d "
+                 "data-parallel ranks) reaches on the published points, i.e. their own scatter.")
     fit = result.fit
     trends = ", ".join(f"{k}: {100 * v:+.2f}" for k, v in fit["trends"].items())
     lines.append(f"ring_loss the calibration series asks for (least error trend against log2 GPUs): "

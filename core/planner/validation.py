@@ -168,6 +168,7 @@ def step_row(row: dict, assumptions: dict[str, float] | None = None) -> dict[str
     if lay["v"] is None and lay["p"] > 1:
         out["chosen"]["v"] = int(got["v"]) if got["schedule"] == "interleaved" else 1
     out["schedule"], out["v"] = got["schedule"], int(got["v"]) if got["schedule"] == "interleaved" else 1
+    out["m"] = int(got["m"])
     return {**out, "published_s": pub, "predicted_s": predicted, "error": predicted / pub - 1.0,
             "predicted_value": value, "fits": fits, "memory_bytes": float(got["memory_bytes"]),
             "mfu": float(got["mfu"]), **{k: float(got[col]) for k, col in step_time.COLUMN.items()}}

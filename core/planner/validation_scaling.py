@@ -1,5 +1,6 @@
 """The planner's step time across published scaling series (assets/scaling.json): one model and layout on more
-and more GPUs, each row planned with its layout pinned, as `python -m core plan --fix ...` would.
+and more GPUs. Each point is a row of the validation table (core.planner.validation), predicted by the same call, so
+the two tables cannot disagree on a published number.
 
 What a series tests is the drift: losses that grow with the cluster (per-layer collectives over more ranks, the
 network's bandwidth falling with the servers a ring spans, the slowest of more GPUs) show as an error that moves
@@ -17,47 +18,52 @@ import numpy as np
 import pandas as pd
 
 from core.params.catalog import document
-from core.params.planner import PlannerParams
-from core.planner import plan as planner
+from core.planner import validation
 
 RING_GRID = (0.0, 0.02, 0.04, 0.06, 0.08, 0.10, 0.12)
+# What grows or shrinks along a series: step-time terms as validation.step_row names them
+GROWING = ("bubble", "straggler", "dp_latency", "dp_bandwidth")
 
 
 @lru_cache(maxsize=1)
 def data() -> dict[str, Any]:
-    """assets/scaling.json as read."""
+    """assets/scaling.json as read: each series names its points by their assets/validation.json keys."""
     return document("scaling.json")
 
 
-def params_of(series: dict, row: dict, assumptions: dict | None = None) -> PlannerParams:
-    """The PlannerParams pinning one row of a series: its model, GPUs, batch and layout, its software's switches."""
-    lay, spec = series["layout"], dict(series["model"])
-    if isinstance(spec.get("flash"), bool):  # the planner's flash input: auto, true or false
-        spec["flash"] = "true" if spec["flash"] else "false"
-    model = {"model": spec.pop("preset")} if "preset" in spec else {"model": "custom", **spec}
-    t, p = lay["t"], lay["p"]
-    return PlannerParams(
-        **model, gpu=series["gpu"], precision=series["precision"], gpus=row["gpus"], batch=row["batch"],
-        mb_sizes=(float(lay["micro_batch"]),), fix_t=t, fix_p=p, fix_d=row["gpus"] // (t * p), zero=lay["zero"],
-        schedule=lay["schedule"], v=max(lay["v"], 2), recompute=lay["recompute"],
-        sp="on" if lay["sequence_parallel"] else "off", offload="none", reshard="on",
-        **{**series.get("software", {}), **(assumptions or {})})
+def _point(key: str) -> dict:
+    rows = {r["key"]: r for r in validation.data()["rows"]}
+    if key not in rows or rows[key].get("unmatched"):
+        raise ValueError(f"assets/scaling.json names {key!r}, which is not a predicted row of assets/validation.json")
+    return rows[key]
 
 
 def rows(assumptions: dict | None = None, roles: tuple[str, ...] = ("calibration", "held-out")) -> pd.DataFrame:
-    """One row per published point (of series with those roles): series, GPUs, published and predicted seconds,
-    error, the parts that grow."""
+    """One row per published point (of series with those roles), predicted as the validation table predicts it:
+    series, GPUs, published and predicted seconds, error, the parts that grow."""
     out = []
     for s in (s for s in data()["series"] if s["role"] in roles):
-        for r in s["rows"]:
-            got = planner.plan(params_of(s, r, assumptions)).frame.iloc[0]
-            out.append({"series": s["key"], "label": s["label"], "role": s["role"], "source": s["source"],
-                        "gpus": r["gpus"], "batch": r["batch"], "m": int(got["m"]), "published_s": r["published_s"],
-                        "derived": bool(r.get("derived", False)), "predicted_s": float(got["step_time_s"]),
-                        "error": float(got["step_time_s"]) / r["published_s"] - 1.0, "fits": bool(got["fits"]),
-                        "bubble_s": float(got["bubble_s"]), "straggler_s": float(got["straggler_s"]),
-                        "dp_exposed_s": float(got["dp_exposed_s"]), "dp_latency_s": float(got["dp_latency_s"])})
+        for key in s["rows"]:
+            row = _point(key)
+            got = validation.step_row(row, assumptions)
+            out.append({"series": s["key"], "label": s["label"], "role": s["role"], "source": row["source"],
+                        "key": key, "gpus": got["gpus"], "d": got["d"], "batch": got["batch"], "m": got["m"],
+                        "published_s": got["published_s"], "derived": got["measure"] != "step_time_s",
+                        "predicted_s": got["predicted_s"], "error": got["error"], "fits": got["fits"],
+                        **{f"{k}_s": got[k] for k in GROWING}})
     return pd.DataFrame(out)
+
+
+def drift_floor(m, published, d, grid: int = 241) -> float:
+    """The least drift (max / min - 1 of predicted / published) any step time c x m + F + g x log2(d) with c > 0 and
+    F, g >= 0 reaches on these points: the scatter of the published numbers themselves, which no model of a
+    per-micro-batch cost plus a per-step cost growing with the data-parallel group can remove."""
+    m, pub = np.asarray(m, dtype=float), np.asarray(published, dtype=float)
+    logd = np.log2(np.maximum(np.asarray(d, dtype=float), 1.0))
+    f = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, grid - 1)])[:, None, None] * m.max()  # F / c
+    g = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, grid - 1)])[None, :, None] * m.max()  # g / c
+    r = (m + f + g * logd) / pub
+    return float((r.max(axis=-1) / r.min(axis=-1)).min() - 1.0)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class Series:
     mean_abs_error: float
     signed_mean_error: float
     drift: float  # max error - min error along the series
+    floor: float  # drift_floor: the least drift the published points allow a per-micro-batch + per-step model
 
 
 def summarize(frame: pd.DataFrame) -> list[Series]:
@@ -75,8 +82,9 @@ def summarize(frame: pd.DataFrame) -> list[Series]:
     out = []
     for key, part in frame.groupby("series", sort=False):
         e = part["error"].to_numpy()
+        floor = drift_floor(part["m"], part["published_s"], part["d"])
         out.append(Series(str(key), str(part["role"].iloc[0]), int(e.size), float(np.abs(e).mean()), float(e.mean()),
-                          float(e.max() - e.min())))
+                          float(e.max() - e.min()), floor))
     return out
 
 
@@ -105,7 +113,8 @@ class Scaling:
         def plain(v: Any) -> Any:
             return v.item() if isinstance(v, np.generic) else v
         return {"rows": [{k: plain(v) for k, v in r.items()} for r in self.steps.to_dict("records")],
-                "series": [vars(s) for s in self.summary()], "ring_fit": self.fit, "sources": data()["sources"]}
+                "series": [vars(s) for s in self.summary()], "ring_fit": self.fit,
+                "sources": {k: validation.data()["sources"][k] for k in sorted(set(self.steps["source"]))}}
 
 
 def validate(assumptions: dict | None = None) -> Scaling:
