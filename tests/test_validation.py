@@ -125,6 +125,15 @@ def test_llama3_runs_one_layer_per_model_chunk(result):
             == pytest.approx(400 / 430, abs=0.01))  # the 8K drift from 8,192 to 16,384 GPUs is Meta's
 
 
+def test_nemotron4_340b_largest_stage_no_fit_saw(result):
+    # Nemotron-4 340B's 6,144-GPU stage (t8 p12 interleaved, batch 2,304, 8.0 s per iteration): held out of every
+    # fit, its unstated depth, micro-batch and recompute taken as the fastest that fits
+    r = result.steps.set_index("key").loc["nemotron4-340b-6144"]
+    assert r["role"] == "held-out" and r["fits"] and r["v"] in (2, 4, 8)
+    assert r["published_s"] == 8.0 and r["error"] == pytest.approx(-0.033, abs=0.005)
+    assert 0.40 < r["mfu"] < 0.43  # the report's 41-42 % MFU
+
+
 def test_every_row_carries_its_provenance(result):
     for r in result.steps.to_dict("records"):
         assert r["source"] in validation.data()["sources"] and r["role"] in validation.ROLES
