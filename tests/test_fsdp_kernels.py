@@ -84,4 +84,4 @@ def test_llmfoundry_signed_mean_is_near_zero_on_calibration_and_held_out(result)
 def test_modelled_frameworks_do_not_move(result):
     s = result.summary()
     assert s["calibration"].rows == 26 and s["calibration"].mean_abs_error == pytest.approx(0.0346, abs=5e-4)
-    assert s["held-out"].rows == 24 and s["held-out"].mean_abs_error == pytest.approx(0.0270, abs=5e-4)
+    assert s["held-out"].rows == 25 and s["held-out"].mean_abs_error == pytest.approx(0.0272, abs=5e-4)
