@@ -20,10 +20,12 @@ from functools import lru_cache
 from typing import Any
 
 from core.params.catalog import calibration_families, document
+from core.params.planner import FLASH_KERNELS
 
 PRECISIONS = ("16-bit", "fp8")
 DEFAULT_FAMILY = "h100"  # what a custom GPU borrows (its default numbers are the H100 SXM's)
-FITTABLE = ("gemm_eff", "mem_eff", "gemm_k0", "flash_eff")
+FITTABLE = ("gemm_eff", "mem_eff", "gemm_k0", "flash_eff", "triton_flash_eff")
+# FLASH_KERNELS: the fused attention kernels a record times, by its flash_eff and triton_flash_eff
 
 
 @dataclass(frozen=True)
@@ -36,17 +38,27 @@ class Calibration:
     gemm_eff: float  # share of this precision's dense peak a large, well-shaped GEMM sustains
     mem_eff: float  # share of HBM bandwidth memory-bound kernels sustain
     gemm_k0: float  # a GEMM tile's fixed cost in elements of its inner dimension k: rate x k / (k + k0)
-    flash_eff: float  # share of the 16-bit peak a fused (flash) attention kernel sustains
-    fitted: tuple[str, ...]  # which of the four were fitted on the calibration set (the others: `sources`)
+    flash_eff: float  # share of the 16-bit peak a fused (flash) attention kernel sustains (FlashAttention-2)
+    triton_flash_eff: float  # the same for the Triton FlashAttention of flash-attn 1.0.x (llm-foundry's 'triton')
+    fitted: tuple[str, ...]  # which were fitted on the calibration set (the others: `sources` or `fits`)
     calibration_set: str  # the named set of published runs the fit saw
     rows: tuple[str, ...]  # its row keys (assets/validation.json)
     sources: tuple[tuple[str, str], ...]  # (parameter, source) for every value not fitted, and the set's sources
+    fits: tuple[tuple[str, str], ...] = ()  # (parameter, its own calibration set) for values another fit makes
 
     def source(self, name: str) -> str:
         """Where `name`'s value comes from: the fit and its set, or its published source."""
         if name in self.fitted:
             return f"fitted on {self.calibration_set}"
+        if name in dict(self.fits):
+            return f"fitted on {dict(self.fits)[name]}"
         return dict(self.sources).get(name, "")
+
+    def flash(self, kernel: str) -> float:
+        """The share of the 16-bit peak the named fused attention kernel (FLASH_KERNELS) sustains."""
+        if kernel not in FLASH_KERNELS:
+            raise KeyError(f"no flash kernel {kernel!r}; known: {', '.join(FLASH_KERNELS)}")
+        return self.flash_eff if kernel == "flash-attn-2" else self.triton_flash_eff
 
 
 def _document() -> dict[str, Any]:
@@ -68,7 +80,8 @@ def record(key: str) -> Calibration:
         key=key, family=entry["family"], precision=entry["precision"],
         **{k: float(values[k]) for k in FITTABLE},
         fitted=tuple(entry.get("fitted", ())), calibration_set=entry.get("set", ""),
-        rows=tuple(entry.get("rows", ())), sources=tuple(sorted(entry.get("sources", {}).items())))
+        rows=tuple(entry.get("rows", ())), sources=tuple(sorted(entry.get("sources", {}).items())),
+        fits=tuple(sorted((k, v["set"]) for k, v in entry.get("fits", {}).items())))
 
 
 def entry(key: str) -> dict[str, Any]:

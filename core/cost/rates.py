@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from core.cost import calibration
 from core.model.config import GpuSpec
 
+_FLASH_FIELD = {"flash-attn-2": "flash_eff", "triton": "triton_flash_eff"}  # the record's field of each kernel
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -37,6 +39,7 @@ class Rates:
     linear_eff: float | None = None  # None: gemm_eff
     linear_k0: float | None = None  # None: gemm_k0
     calibration: str = ""  # the key of the record the fractions came from (and the FP8 one's, after a +)
+    flash_kernel: str = "flash-attn-2"  # which fused attention kernel flash_eff is (calibration.FLASH_KERNELS)
 
     @property
     def linear(self) -> tuple[float, float, float]:
@@ -45,10 +48,12 @@ class Rates:
         return self.linear_peak, eff, self.gemm_k0 if self.linear_k0 is None else self.linear_k0
 
     @classmethod
-    def of(cls, gpu: GpuSpec, eff: float = 0.0, mem_eff: float = 0.0, fp8: bool = False) -> Rates:
+    def of(cls, gpu: GpuSpec, eff: float = 0.0, mem_eff: float = 0.0, fp8: bool = False,
+           flash_kernel: str = "flash-attn-2") -> Rates:
         """The rates of `gpu`; eff / mem_eff > 0 override the GPU's (or the calibrated) fractions. fp8: the linear
         layers run at the FP8 tensor peak at the FP8 record's fraction (the attention core and the output layer
-        stay 16-bit, as Transformer Engine recipes and DeepSeek-V3 do)."""
+        stay 16-bit, as Transformer Engine recipes and DeepSeek-V3 do). flash_kernel: which fused attention kernel
+        a flash model runs (FlashAttention-2, or the Triton kernel of flash-attn 1.0.x), each at its own rate."""
         base = calibration.for_family(gpu.calibration, "16-bit")
         fixed = calibration.fixed()
         gemm = eff or gpu.gemm_eff or base.gemm_eff
@@ -57,10 +62,10 @@ class Rates:
         return cls(peak=gpu.peak_flops, linear_peak=linear, bandwidth=gpu.mem_bytes_per_s, sms=gpu.sms,
                    gemm_eff=float(gemm), mem_eff=float(mem_eff or gpu.mem_eff or base.mem_eff),
                    gemm_k0=base.gemm_k0, tile_m=int(fixed["tile_m"]), tile_n=int(fixed["tile_n"]),
-                   flash_eff=base.flash_eff, flash_causal_share=float(fixed["flash_causal_share"]),
+                   flash_eff=base.flash(flash_kernel), flash_causal_share=float(fixed["flash_causal_share"]),
                    flash_s0=float(fixed["flash_s0"]),
                    linear_eff=float(eff or (gemm if low is base else low.gemm_eff)), linear_k0=low.gemm_k0,
-                   calibration=base.key + (f" + {low.key}" if low is not base else ""))
+                   calibration=base.key + (f" + {low.key}" if low is not base else ""), flash_kernel=flash_kernel)
 
     def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
         """The efficiency parameters as assumption rows (value, unit, source), for --explain and the page."""
@@ -80,8 +85,9 @@ class Rates:
              "why": f"{meaning['gemm_k0']}; {cal.source('gemm_k0')}"},
             {"key": "tile", "label": "GEMM output tile", "value": f"{self.tile_m} x {self.tile_n}", "unit": "",
              "why": f"{sources['tile_m']}; tiles run in waves of {self.sms} SMs (wave quantisation)"},
-            {"key": "flash_eff", "label": "Flash-attention fraction of peak", "value": self.flash_eff, "unit": "",
-             "why": f"{meaning['flash_eff']}; {cal.source('flash_eff')}"},
+            {"key": "flash_eff", "label": f"Flash-attention fraction of peak ({self.flash_kernel})",
+             "value": self.flash_eff, "unit": "", "why": f"{meaning[_FLASH_FIELD[self.flash_kernel]]}; "
+                                                         f"{cal.source(_FLASH_FIELD[self.flash_kernel])}"},
             {"key": "flash_s0", "label": "Flash-attention per-tile overhead", "value": self.flash_s0, "unit": "keys",
              "why": sources["flash_s0"]},
         ]

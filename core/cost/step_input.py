@@ -22,6 +22,7 @@ class Assumptions:
 
     eff: float = ASSUMPTIONS["eff"].default
     mem_eff: float = ASSUMPTIONS["mem_eff"].default
+    flash_kernel: str = ASSUMPTIONS["flash_kernel"].default
     comm_eff: float = ASSUMPTIONS["comm_eff"].default
     tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
     tp_overlap_eff: float = ASSUMPTIONS["tp_overlap_eff"].default
@@ -63,7 +64,7 @@ class Assumptions:
         return out
 
     def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
-        return Rates.of(gpu, self.eff, self.mem_eff, fp8)
+        return Rates.of(gpu, self.eff, self.mem_eff, fp8, self.flash_kernel)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,18 @@ GPU_OVERRIDES = table(
               "preset's own or the one it borrows (a custom GPU: the H100's)."),
 )
 
+FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a calibrated rate (core.cost.calibration)
+
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 ASSUMPTIONS = table(
     CLUSTER["eff"],
     CLUSTER["mem_eff"],
+    Spec("flash_kernel", "choice", "flash-attn-2", choices=FLASH_KERNELS, label="Fused attention kernel",
+         help="Which flash-attention kernel a flash model runs, each at its own calibrated rate (assets/"
+              "efficiency.json): flash-attn-2 = FlashAttention-2 (flash-attn >= 2, PyTorch SDPA's flash backend; "
+              "what Megatron-LM and NeMo run); triton = the Triton FlashAttention of flash-attn 1.0.x "
+              "(llm-foundry's attn_impl 'triton', the default of its benchmark script through 2023), about 0.4 x "
+              "FlashAttention-2's rate on an A100."),
     Spec("comm_eff", "float", 0.8, 0.05, 1.0, label="Achievable fraction of link bandwidth",
          help="Collectives rarely run at line rate (protocol overhead, synchronisation, shared links); "
               "0.8 is a round middle for NCCL rings on NVLink and InfiniBand."),
@@ -316,6 +324,7 @@ class PlannerParams:
     min_headroom: float = PLAN["min_headroom"].default
     eff: float = PLAN["eff"].default
     mem_eff: float = PLAN["mem_eff"].default
+    flash_kernel: str = PLAN["flash_kernel"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default
     tp_overlap_eff: float = PLAN["tp_overlap_eff"].default

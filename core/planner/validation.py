@@ -264,6 +264,10 @@ class Validation:
         out[OUTSIDE] = summarize(other["error"], other["source"])
         for source, part in other.groupby("source", sort=True):
             out[f"{OUTSIDE}: {source}"] = summarize(part["error"], part["source"])
+            if part["role"].nunique() > 1:  # a named subset fits a parameter of its own (the row's `fitted_by`)
+                for role in ROLES:
+                    mine = part[part["role"] == role]
+                    out[f"{OUTSIDE}: {source} {role}"] = summarize(mine["error"], mine["source"])
         out["per-layer (calibration)"] = summarize(self.layers["error"])
         return out
 
