@@ -25,7 +25,9 @@ from core.params.planner import FLASH_KERNELS
 PRECISIONS = ("16-bit", "fp8")
 DEFAULT_FAMILY = "h100"  # what a custom GPU borrows (its default numbers are the H100 SXM's)
 FITTABLE = ("gemm_eff", "mem_eff", "gemm_k0", "flash_eff", "triton_flash_eff")
-# FLASH_KERNELS: the fused attention kernels a record times, by its flash_eff and triton_flash_eff
+FLASH_FIELD = {"flash-attn-2": "flash_eff", "triton": "triton_flash_eff"}  # each FLASH_KERNELS entry's record field
+if tuple(FLASH_FIELD) != FLASH_KERNELS:  # one list of kernels: core.params.planner declares them
+    raise ImportError("core.cost.calibration.FLASH_FIELD must name every FLASH_KERNELS entry, in order")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Calibration:
         """The share of the 16-bit peak the named fused attention kernel (FLASH_KERNELS) sustains."""
         if kernel not in FLASH_KERNELS:
             raise KeyError(f"no flash kernel {kernel!r}; known: {', '.join(FLASH_KERNELS)}")
-        return self.flash_eff if kernel == "flash-attn-2" else self.triton_flash_eff
+        return float(getattr(self, FLASH_FIELD[kernel]))
 
 
 def _document() -> dict[str, Any]:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from core.cost import calibration
 from core.model.config import GpuSpec
 
-_FLASH_FIELD = {"flash-attn-2": "flash_eff", "triton": "triton_flash_eff"}  # the record's field of each kernel
-
 
 @dataclass(frozen=True)
 class Rates:
@@ -86,8 +84,8 @@ class Rates:
             {"key": "tile", "label": "GEMM output tile", "value": f"{self.tile_m} x {self.tile_n}", "unit": "",
              "why": f"{sources['tile_m']}; tiles run in waves of {self.sms} SMs (wave quantisation)"},
             {"key": "flash_eff", "label": f"Flash-attention fraction of peak ({self.flash_kernel})",
-             "value": self.flash_eff, "unit": "", "why": f"{meaning[_FLASH_FIELD[self.flash_kernel]]}; "
-                                                         f"{cal.source(_FLASH_FIELD[self.flash_kernel])}"},
+             "value": self.flash_eff, "unit": "", "why": f"{meaning[calibration.FLASH_FIELD[self.flash_kernel]]}; "
+                                                         f"{cal.source(calibration.FLASH_FIELD[self.flash_kernel])}"},
             {"key": "flash_s0", "label": "Flash-attention per-tile overhead", "value": self.flash_s0, "unit": "keys",
              "why": sources["flash_s0"]},
         ]
