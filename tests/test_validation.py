@@ -120,7 +120,8 @@ def test_llama3_runs_one_layer_per_model_chunk(result):
     rows = ["llama3-405b-8192-s8k", "llama3-405b-16384-s8k", "llama3-405b-16384-s128k"]
     assert list(s.loc[rows, "v"]) == [8, 8, 8] and all("v" not in c for c in s.loc[rows, "chosen"])
     errors = s.loc[rows, "error"].to_numpy()
-    assert errors == pytest.approx([-0.054, -0.050, -0.144], abs=0.003)  # 8K, 8K, 128K: all fast
+    # 8K, 8K, 128K: all fast; the 128K row with Meta's exposed all-gather CP (tests/test_cp_comm.py)
+    assert errors == pytest.approx([-0.054, -0.050, -0.091], abs=0.003)
     assert (s.loc[rows[1], "predicted_value"] / s.loc[rows[0], "predicted_value"]
             == pytest.approx(400 / 430, abs=0.01))  # the 8K drift from 8,192 to 16,384 GPUs is Meta's
 

@@ -11,6 +11,12 @@ exposed:
     exposed per layer = (c - 1) x sum over passes of max(0, chunks x chunk / bandwidth - work / rate).
 The ring's neighbours sit t ranks apart (Megatron's order: tensor, then context parallel), so the ring stays on
 NVLink while t x c fits in a server, and otherwise runs at the network's pace (its slowest hop).
+
+The all-gather variant (Megatron-LM --cp-comm-type all_gather; Llama 3, arXiv:2407.21783 3.3.2) gathers the whole
+sequence's K/V (c chunks) before the attention, gathers it again in the backward and reduce-scatters the K/V
+gradients after it (Transformer Engine's AttnFuncWithCPAndKVAllGather): three collectives of c chunks per layer,
+a fourth gather under recompute, none of them overlapped ("KV all-gather between CP ranks is exposed"), so all of
+their time is exposed. It is what a document mask needs; with GQA the gathered K/V are small beside Q.
 """
 
 from __future__ import annotations
@@ -48,12 +54,16 @@ def crosses_node(t, cp, gpus_per_node) -> np.ndarray:
     return np.asarray(t) * np.asarray(cp) > np.asarray(gpus_per_node)
 
 
-def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate) -> tuple[np.ndarray, np.ndarray]:
-    """(total, exposed) seconds of one layer's ring traffic for one micro-batch of each layout (b, t, cp, recompute
-    of `lay`): every step one point-to-point send per chunk (core.cost.collective, its latency included) over NVLink
-    while t x cp fits in a server, else the network. flops_rate: the attention's achieved FLOP/s."""
+def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_comm: str = "p2p"
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(total, exposed) seconds of one layer's K/V exchange for one micro-batch of each layout (b, t, cp, recompute
+    of `lay`). p2p: every ring step one point-to-point send per chunk (core.cost.collective, its latency included)
+    over NVLink while t x cp fits in a server, else the network, hidden up to the step's attention maths (flops_rate:
+    the attention's achieved FLOP/s). all-gather: the gathers and the reduce-scatter, all exposed."""
     seq, t, cp = model.seq, lay.t, np.asarray(lay.cp, dtype=float)
     chunk = kv_chunk_bytes(seq, lay.micro_batch_size, model.hidden, model.heads, model.kv_heads, t, cp)
+    if cp_comm == "all-gather":
+        return _gathered(chunk, cp, t, lay.recompute, fabric)
     steps = cp - 1.0
     inside = ~crosses_node(t, cp, fabric.gpus_per_node)
     send = collective.cost("send", chunk, 2, np.where(inside, 2, 1), fabric).seconds
@@ -64,3 +74,13 @@ def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate) -> tu
     exposed = steps * (fwd * np.maximum(0.0, FORWARD[0] * send - FORWARD[1] * work)
                        + np.maximum(0.0, BACKWARD[0] * send - BACKWARD[1] * work))
     return total, exposed
+
+
+def _gathered(chunk, cp, t, recompute, fabric: collective.Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """All-gather context parallelism: per layer and micro-batch, one gather of the c chunks per forward pass, one in
+    the backward and one reduce-scatter of their gradients, each over the cp ranks (t apart), none hidden."""
+    per_node = fabric.members_per_node(cp, t)
+    gather = collective.cost("all-gather", cp * chunk, cp, per_node, fabric).seconds
+    scatter = collective.cost("reduce-scatter", cp * chunk, cp, per_node, fabric).seconds
+    total = (ring_passes(recompute) + 1.0) * gather + scatter
+    return total, total

@@ -73,6 +73,7 @@ GPU_OVERRIDES = table(
 )
 
 FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a calibrated rate (core.cost.calibration)
+CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.cost.ring_attention)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 ASSUMPTIONS = table(
@@ -111,6 +112,13 @@ ASSUMPTIONS = table(
          help="Megatron-LM's interleaved schedule sends each chunk's output while the next chunk computes, by default "
               "since commit 4eeff55 (October 2023, --no-overlap-p2p-communication turns it off); its other schedules "
               "and DeepSpeed's pipeline engine wait for every send."),
+    Spec("cp_comm", "choice", "p2p", choices=CP_COMMS, label="Context-parallel K/V exchange",
+         help="How context parallelism brings each rank the other ranks' keys and values. p2p = a ring of sends, "
+              "each hidden behind the attention of the chunk already received (Megatron-LM's default --cp-comm-type "
+              "p2p); all-gather = the whole sequence's K/V gathered before the attention (and again in the "
+              "backward, with their gradients reduce-scattered after it), on the critical path: Megatron-LM's "
+              "--cp-comm-type all_gather ('not async, and cannot be overlapped', megatron/core/transformer/"
+              "transformer_config.py at d98e8a6) and Llama 3's context parallelism (arXiv:2407.21783, 3.3.2)."),
     Spec("dp_bucket", "float", 0.0, 0.0, 100000.0, label="Gradient bucket size", unit="million parameters",
          help="Gradients are reduced in buckets during the backward, one collective (and its latency) each. 0 = "
               "Megatron-LM's default, max(40, d) million parameters (megatron/core/distributed/"
@@ -332,6 +340,7 @@ class PlannerParams:
     grad_accum_fusion: bool = PLAN["grad_accum_fusion"].default
     dp_overlap: float = PLAN["dp_overlap"].default
     pp_overlap: bool = PLAN["pp_overlap"].default
+    cp_comm: str = PLAN["cp_comm"].default
     dp_bucket: float = PLAN["dp_bucket"].default
     grad_reduce_bytes: float = PLAN["grad_reduce_bytes"].default
     ring_loss: float = PLAN["ring_loss"].default

@@ -103,6 +103,6 @@ def communication(s, lay) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if np.any(lay.cp > 1):
         r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
         rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
-        total, exposed = ring_attention.layer_time(model, lay, fabric, rate)
+        total, exposed = ring_attention.layer_time(model, lay, fabric, rate, a.cp_comm)
         out["ring"] = (total * layers_dev * lay.m, exposed * layers_dev * lay.m)
     return out

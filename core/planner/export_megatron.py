@@ -139,10 +139,12 @@ def _experts(layout: Layout, notes: list[str]) -> list[str]:
 def _context(layout: Layout, notes: list[str]) -> list[str]:
     if layout.cp == 1:
         return []
+    how = ("K/V passed in a ring (p2p), hidden behind the attention" if layout.cp_comm == "p2p" else
+           "the whole sequence's K/V all-gathered before the attention (exposed; what a document mask needs)")
     notes.append(f"Context parallelism: each {layout.model.seq:,}-token sequence over cp = {layout.cp} ranks "
-                 f"({layout.model.seq // layout.cp:,} tokens each), K/V passed in a ring (p2p); Megatron needs the "
-                 "sequence divisible by 2 x cp and Transformer Engine attention.")
-    return ["--context-parallel-size", str(layout.cp), "--cp-comm-type", "p2p"]
+                 f"({layout.model.seq // layout.cp:,} tokens each), {how}; Megatron needs the sequence divisible by "
+                 "2 x cp and Transformer Engine attention.")
+    return ["--context-parallel-size", str(layout.cp), "--cp-comm-type", layout.cp_comm.replace("-", "_")]
 
 
 def _fp8(layout: Layout, notes: list[str]) -> list[str]:

@@ -13,6 +13,10 @@ from core.pipeline.schedules import REGISTRY
 from core.planner.export_base import Export, launch, refusal
 from core.planner.layout import Layout
 
+# context_parallel's K/V rotation for each core.params.planner CP_COMMS value (its default is "allgather")
+ROTATE = {"p2p": "alltoall", "all-gather": "allgather"}
+ROTATE_WHY = {"p2p": "pass K/V shards round the cp ranks, each step behind the attention",
+              "all-gather": "gather all K/V shards (after the local block's attention)"}
 # A schedule's torch.distributed.pipelining class is its registry entry's `engines.torch`: one whose order is ours
 # action for action (tests/test_engine_torch_orders.py). Any other schedule runs our action table in
 # _PipelineScheduleRuntime (ScheduleLoopedBFS, for one, reverses the backwards).
@@ -194,6 +198,7 @@ def _imports(layout: Layout) -> list[str]:
                    f"from torch.distributed.pipelining.schedules import {RUNTIME}")
     if layout.cp > 1:
         out.append("from torch.distributed.tensor.experimental import context_parallel")
+        out.append("from torch.distributed.tensor.experimental._attention import set_rotate_method")
     if t > 1:
         names = ["ColwiseParallel", "RowwiseParallel", "parallelize_module"]
         if layout.sequence_parallel:
@@ -326,6 +331,7 @@ def _data_lines(layout: Layout) -> list[str]:
             "    # these buffers are cut (in place, load-balanced for the causal mask) to this rank's share of tokens.",
             "    inputs, targets = inputs.contiguous(), targets.contiguous()",
             "    ANGLE = angles(SEQ, HIDDEN // HEADS, device)",
+            f"    set_rotate_method({ROTATE[layout.cp_comm]!r})  # {ROTATE_WHY[layout.cp_comm]}",
         ]
     return out
 
@@ -466,7 +472,8 @@ def _notes(layout: Layout) -> list[str]:
         notes.append("fp16 without loss scaling can underflow; add torch.amp.GradScaler (bf16 needs none).")
     if layout.cp > 1:
         notes.append(f"Context parallelism cp = {layout.cp}: torch.distributed.tensor.experimental.context_parallel "
-                     "(experimental) turns scaled_dot_product_attention into ring attention over mesh['cp'] and cuts "
+                     "(experimental) runs scaled_dot_product_attention over mesh['cp'] (K/V by set_rotate_method: "
+                     f"{ROTATE[layout.cp_comm]!r}) and cuts "
                      "the token, target and rotary-angle buffers to each rank's load-balanced share; gradients and "
                      "ZeRO shards span the flattened dp x cp mesh. It needs a CUDA SDPA backend (flash, efficient or "
                      "cuDNN).")
