@@ -17,12 +17,14 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
+from core.pipeline.timeline import peak_held
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
 _COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
 _COMPILED_MAX = 512
+_ORDER: dict[tuple, tuple[float, float] | str] = {}  # (schedule, p, m, v) -> in_flight
 # Compiled schedules kept between plans, in operations (~75 bytes each: 2,000,000 hold ~150 MB). A plan may compile
 # up to SIM_BUDGET operations (~0.9 GB at the largest questions); keeping them all made the planner hold 877 MB
 # after one Megatron-1T question on 55,440 GPUs. The oldest are dropped after each plan.
@@ -132,6 +134,7 @@ def clear_cache() -> None:
     """Forget every simulated key and compiled schedule (benchmarks measure cold runs with it)."""
     _SIM_CACHE.clear()
     _COMPILED.clear()
+    _ORDER.clear()
 
 
 def simulated_costs(schedule, tf, tb, tw, first, last, p, split=None) -> dict[str, np.ndarray]:
@@ -174,23 +177,97 @@ def _key_of(code: np.ndarray) -> tuple:
             round(1.0 + il * FACTOR_STEP, 6))
 
 
-SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight", "inflight_last", "last_on_first")
+SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor")
+ORDER_FIELDS = ("inflight", "inflight_last")
+
+
+def in_flight(schedule: str, p: int, m: int, v: int) -> tuple[float, float] | str:
+    """(peak micro-batches in flight on the first stage's device, on the last stage's device) of the schedule's
+    order alone (core.pipeline.timeline.peak_held: the count the simulated timeline reports, read without running
+    it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v)."""
+    key = (schedule, p, m, v)
+    got = _ORDER.get(key)
+    if got is None:
+        structure = schedule_structure(schedule, p, m, v)
+        if isinstance(structure, str):
+            got = structure
+        else:
+            _, v_shape, sched, compiled = structure
+            peak = peak_held(compiled.kind, compiled.seg, sched.stages_per_device)
+            got = (float(peak[0]), float(peak[0 if v_shape else p - 1]))
+        if len(_ORDER) >= _SIM_CACHE_MAX:
+            _ORDER.clear()
+        _ORDER[key] = got
+    return got
+
+
+def last_on_first(c: dict) -> np.ndarray:
+    """Per candidate: whether the last global stage sits on the first device (a V-shaped schedule with p > 1), from
+    each schedule's stage map (core.pipeline.schedules.record.Entry.stage_map): no schedule is built."""
+    out = np.zeros(c["t"].size, dtype=bool)
+    combos, _, inverse = distinct([c["schedule"], c["p"], c["chunks"]])
+    for i, (s, p, v) in enumerate(combos.tolist()):
+        stage_map = REGISTRY[SEARCH_SCHEDULES[s]].stage_map(p, v)
+        device = int(np.argwhere(stage_map == stage_map.max())[0, 0])
+        out[inverse == i] = device == 0 and p > 1
+    return out
+
+
+def _spent() -> str:
+    return (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the micro-batch size "
+            "to narrow the search")
+
+
+def place_all(c: dict, codes: np.ndarray, want: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Per candidate where `want`: the micro-batches in flight (ORDER_FIELDS, from each schedule's order: built and
+    compiled once per (schedule, p, m, v), nothing simulated), NaN elsewhere; the refusal (or "") per candidate;
+    the operations this spent of SIM_BUDGET. A shape costs its estimated operations plus SIM_SETUP_OPS, counted
+    before it is built; a shape the simulator refuses costs nothing; the most shared shapes come first."""
+    n = c["t"].size
+    out = {k: np.full(n, np.nan) for k in ORDER_FIELDS}
+    refused = np.full(n, "", dtype=object)
+    rows = np.flatnonzero(want)
+    if rows.size == 0:
+        return out, refused, 0
+    shapes, _, inverse = distinct(codes[rows, :4].T)
+    values = np.full((len(shapes), len(ORDER_FIELDS)), np.nan)
+    why = np.full(len(shapes), "", dtype=object)
+    spent = 0
+    for i in np.argsort(-np.bincount(inverse, minlength=len(shapes)), kind="stable"):
+        s, p, m, v = shapes[i].tolist()
+        key = (SEARCH_SCHEDULES[s], p, m, v)
+        ops = estimated_ops(*key)
+        cost = 0 if key in _ORDER or ops > MAX_OPS else ops + (0 if key in _COMPILED else SIM_SETUP_OPS)
+        if spent + cost > SIM_BUDGET:
+            why[i] = _spent()
+            continue
+        got = in_flight(*key)
+        if isinstance(got, str):
+            why[i] = got  # refused while being built: it cost a check, not a simulation
+            continue
+        spent += cost
+        values[i] = got
+    for j, k in enumerate(out):
+        out[k][rows] = values[inverse, j]
+    refused[rows] = why[inverse]
+    return out, refused, spent
 
 
 def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
-                  free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
-    """Per candidate: the simulator's numbers where `want` (simulating what the cache lacks) and where `free` if
-    the cache already has them, NaN elsewhere; the simulator's refusal (or "") per candidate; and the number of
-    distinct keys simulated now."""
+                 spent: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, the most
+    shared keys first, within what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "")
+    per candidate; and the number of distinct keys simulated now."""
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
     refused = np.full(n, "", dtype=object)
-    rows = np.flatnonzero(want | free)
+    rows = np.flatnonzero(want)
     if rows.size == 0:
+        _trim_compiled()  # place_all may have compiled shapes none of whose candidates fit
         return out, refused, 0
     unique, _, inverse = distinct(codes[rows].T)
-    users = np.bincount(inverse[want[rows]], minlength=len(unique))  # candidates that need each key
-    fresh, spent, todo, compiling = 0, 0, [], set()
+    users = np.bincount(inverse, minlength=len(unique))  # candidates that need each key
+    fresh, todo, compiling = 0, [], set()
     values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
 
@@ -198,7 +275,7 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         if isinstance(got, str):
             why[i] = got
         else:
-            values[i] = got
+            values[i] = got[:len(SIM_FIELDS)]
 
     for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
         key = _key_of(unique[i])
@@ -206,14 +283,12 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         if got is not None:
             record(i, got)
             continue
-        if not users[i]:
-            continue
         structure = key[:4]
-        spent += estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
-        if spent > SIM_BUDGET:
-            why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
-                      "micro-batch size to narrow the search")
+        cost = estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
+        if spent + cost > SIM_BUDGET:
+            why[i] = _spent()
             continue
+        spent += cost
         compiling.add(structure)
         fresh += 1
         todo.append(i)
