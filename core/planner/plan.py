@@ -94,21 +94,27 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     need = q.min_headroom * GB  # memory the user wants left free
     gate = _gate(model, c, mem, split_ok, usable - need, fp8, a.moe_capacity)
     codes = simulation.sim_codes(c, costs)
-    order, refused, spent = simulation.place_all(c, codes, gate.want)
-    placed = gate.want & np.isfinite(order["inflight"])
     last_on_first = simulation.last_on_first(c)
-    acts, worst = rank_memory.activations(model, c, order["inflight"], order["inflight_last"], last_on_first, placed,
-                                          fp8, a.moe_capacity)
-    total = mem.fixed + acts
-    fits = placed & (total <= usable - need)
-    sims, late, fresh = simulation.simulate_all(c, codes, fits, spent)
+    order, refused, spent = simulation.place_all(c, codes, gate.want)
+    held = _Held(model, c, fp8, a.moe_capacity, last_on_first)
+    acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
+    fits = mem.fixed + acts <= usable - need
+    sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
     refused = np.where(refused != "", refused, late)
+    # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
+    # what the budget has left, once the feasible ones are timed; none of them is simulated.
+    rest = split_ok.sized & ~gate.hopeless & ~gate.want
+    more, _, _ = simulation.place_all(c, codes, rest, spent, keep=False)
+    simulation.trim_compiled()
+    acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
+    order = {k: np.where(gate.want, order[k], more[k]) for k in order}
+    total = mem.fixed + acts
     # Every candidate whose batch splits gets the terms that need no simulator; the bubble only where simulated.
     times = _times(s, c, costs, sims["makespan_factor"], mem, split_ok.sized, last_on_first)
 
     checks = Checks(q.batch, usable, need, split_ok.batch_ok, split_ok.fills, split_ok.min_m, split_ok.m_ok, refused,
-                    gate.hopeless, gate.floor, placed & ~fits, total, split_ok.crosses, split_ok.too_deep,
-                    gate.rules)
+                    gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
+                    split_ok.crosses, split_ok.too_deep, gate.rules)
     reasons, counts = checks.reasons(c, model, gpu)
     frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (total, acts, worst, usable, gpu.mem_bytes),
                             (reasons, counts == 0, warnings(c, model)), split_ok.crosses), c.size, outside, counts)
@@ -132,6 +138,28 @@ class _Split:
     @property
     def sized(self) -> np.ndarray:
         return self.batch_ok & self.fills & self.m_ok
+
+
+@dataclass(frozen=True, eq=False)
+class _Held:
+    """The activations each candidate's end stages hold for the micro-batches its schedule keeps in flight."""
+
+    model: object
+    c: grid.Candidates
+    fp8: bool
+    capacity: float
+    last_on_first: np.ndarray
+
+    def of(self, order: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, worse stage) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
+        return rank_memory.activations(self.model, self.c, order["inflight"], order["inflight_last"],
+                                       self.last_on_first, rows, self.fp8, self.capacity)
+
+    @staticmethod
+    def merged(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """`first`'s values where it has them, `second`'s elsewhere."""
+        has = np.isfinite(first[0])
+        return np.where(has, first[0], second[0]), np.where(has, first[1], second[1])
 
 
 @dataclass(frozen=True, eq=False)

@@ -44,21 +44,25 @@ MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported b
 
 def schedule_structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
     """The schedule's structure (stages, whether the last stage is on the first device, compiled dependencies),
-    built once per (schedule, p, m, v), or why the simulator refuses it."""
+    built once per (schedule, p, m, v) and kept (bounded), or why the simulator refuses it."""
     key = (schedule, p, m, v)
     if key not in _COMPILED:
-        try:
-            if estimated_ops(schedule, p, m, v) > MAX_OPS:
-                raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
-            s = build(schedule, p, m, v)
-            last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
-            out: tuple | str = (s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s))
-        except InputError as exc:
-            out = str(exc)
+        out = _structure(*key)
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
         _COMPILED[key] = out
     return _COMPILED[key]
+
+
+def _structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
+    try:
+        if estimated_ops(schedule, p, m, v) > MAX_OPS:
+            raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
+        s = build(schedule, p, m, v)
+        last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
+        return s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s)
+    except InputError as exc:
+        return str(exc)
 
 
 def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float = 0.0, first: float = 1.0,
@@ -119,8 +123,9 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
     return results
 
 
-def _trim_compiled() -> None:
-    """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations."""
+def trim_compiled() -> None:
+    """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations (the planner
+    calls it once a plan has built and simulated what it needs)."""
     held = {k: int(v[3].device.size) for k, v in _COMPILED.items() if not isinstance(v, str)}  # ops compiled
     total = sum(held.values())
     for k, ops in held.items():
@@ -181,14 +186,15 @@ SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor")
 ORDER_FIELDS = ("inflight", "inflight_last")
 
 
-def in_flight(schedule: str, p: int, m: int, v: int) -> tuple[float, float] | str:
+def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple[float, float] | str:
     """(peak micro-batches in flight on the first stage's device, on the last stage's device) of the schedule's
     order alone (core.pipeline.timeline.peak_held: the count the simulated timeline reports, read without running
-    it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v)."""
+    it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v); the
+    compiled schedule is kept for the simulator only with `keep`."""
     key = (schedule, p, m, v)
     got = _ORDER.get(key)
     if got is None:
-        structure = schedule_structure(schedule, p, m, v)
+        structure = schedule_structure(*key) if keep else _COMPILED.get(key) or _structure(*key)
         if isinstance(structure, str):
             got = structure
         else:
@@ -218,21 +224,23 @@ def _spent() -> str:
             "to narrow the search")
 
 
-def place_all(c: dict, codes: np.ndarray, want: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
+              keep: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """Per candidate where `want`: the micro-batches in flight (ORDER_FIELDS, from each schedule's order: built and
     compiled once per (schedule, p, m, v), nothing simulated), NaN elsewhere; the refusal (or "") per candidate;
-    the operations this spent of SIM_BUDGET. A shape costs its estimated operations plus SIM_SETUP_OPS, counted
-    before it is built; a shape the simulator refuses costs nothing; the most shared shapes come first."""
+    the operations spent of SIM_BUDGET so far (`spent` before). A shape costs its estimated operations plus
+    SIM_SETUP_OPS, counted before it is built; a shape the simulator refuses costs nothing; the most shared shapes
+    come first. `keep`: keep the compiled schedules for simulate_all (False: candidates that are never simulated,
+    so that their schedules are not held in memory)."""
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in ORDER_FIELDS}
     refused = np.full(n, "", dtype=object)
     rows = np.flatnonzero(want)
     if rows.size == 0:
-        return out, refused, 0
+        return out, refused, spent
     shapes, _, inverse = distinct(codes[rows, :4].T)
     values = np.full((len(shapes), len(ORDER_FIELDS)), np.nan)
     why = np.full(len(shapes), "", dtype=object)
-    spent = 0
     for i in np.argsort(-np.bincount(inverse, minlength=len(shapes)), kind="stable"):
         s, p, m, v = shapes[i].tolist()
         key = (SEARCH_SCHEDULES[s], p, m, v)
@@ -241,7 +249,7 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray) -> tuple[dict[str, n
         if spent + cost > SIM_BUDGET:
             why[i] = _spent()
             continue
-        got = in_flight(*key)
+        got = in_flight(*key, keep=keep)
         if isinstance(got, str):
             why[i] = got  # refused while being built: it cost a check, not a simulation
             continue
@@ -254,17 +262,16 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray) -> tuple[dict[str, n
 
 
 def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
-                 spent: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+                 spent: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
     """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, the most
     shared keys first, within what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "")
-    per candidate; and the number of distinct keys simulated now."""
+    per candidate; the number of distinct keys simulated now; the operations spent so far."""
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
     refused = np.full(n, "", dtype=object)
     rows = np.flatnonzero(want)
     if rows.size == 0:
-        _trim_compiled()  # place_all may have compiled shapes none of whose candidates fit
-        return out, refused, 0
+        return out, refused, 0, spent
     unique, _, inverse = distinct(codes[rows].T)
     users = np.bincount(inverse, minlength=len(unique))  # candidates that need each key
     fresh, todo, compiling = 0, [], set()
@@ -294,9 +301,8 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         todo.append(i)
     for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
         record(i, got)
-    _trim_compiled()
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
     refused[rows] = why[inverse]
-    return out, refused, fresh
+    return out, refused, fresh, spent
 
