@@ -45,7 +45,7 @@ from core.pipeline.schedules import REGISTRY
 from core.planner import budget as work
 from core.planner import candidates, cp_ep, grid, rank_memory, simulation
 from core.planner.checks import Checks, warnings
-from core.planner.columns import BREAKDOWN_COLUMNS
+from core.planner.columns import BREAKDOWN_COLUMNS, timing
 from core.planner.cp_ep_rules import violations
 from core.planner.factors import chunk_slots
 from core.planner.ranking import ranked
@@ -263,6 +263,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
         "inflight_last": sims["inflight_last"], "bubble_fraction": sims["bubble_fraction"],
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
+        "timing": timing(reasons, np.isfinite(times["step_time_s"])),
         "feasible": feasible, "reasons": reasons, "warnings": warned, "frameworks": c.frameworks,
     }
 
