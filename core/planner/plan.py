@@ -104,7 +104,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
     # what the budget has left, once the feasible ones are timed; none of them is simulated.
     rest = split_ok.sized & ~gate.hopeless & ~gate.want
-    more, _, _ = simulation.place_all(c, codes, rest, spent, keep=False)
+    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False)
     simulation.trim_compiled()
     acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
     order = {k: np.where(gate.want, order[k], more[k]) for k in order}
@@ -121,7 +121,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
-    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed)
+    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed,
+                      spent)
 
 
 @dataclass(frozen=True, eq=False)
