@@ -3,7 +3,9 @@ shared by every candidate with that key and kept in bounded caches across plans 
 step-time assumptions re-simulates nothing it has seen), within a per-plan budget of simulated operations.
 
 The numbers come from the same engine as the Pipeline page (core.pipeline.schedules.build, core.pipeline.simulate):
-no closed-form bubble is used.
+no closed-form bubble is used. The budget goes where it can change the answer: the micro-batches in flight are the
+schedule's order alone (place_all, before any simulation), so the planner simulates (simulate_all) only candidates
+that fit with them and break no other rule.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ _ORDER: dict[tuple, tuple[float, float] | str] = {}  # (schedule, p, m, v) -> in
 # up to SIM_BUDGET operations (~0.9 GB at the largest questions); keeping them all made the planner hold 877 MB
 # after one Megatron-1T question on 55,440 GPUs. The oldest are dropped after each plan.
 _COMPILED_KEPT_OPS = 2_000_000
-# Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
-# a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
-# and what it leaves out is named.
+# Simulation work one plan may do, in operations: building and compiling a schedule counts its operations plus
+# SIM_SETUP_OPS, each simulated cost set its operations. A few seconds at most on the 2-core development machine;
+# only searches over thousands of candidates that fit reach it, and what it leaves out is named.
 SIM_BUDGET = 12_000_000
 SIM_SETUP_OPS = 10_000
 # Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
