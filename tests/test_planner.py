@@ -105,11 +105,12 @@ def test_end_stages_carry_the_embedding_and_the_output_layer(llama70):
 
 def test_zero_bubble_gets_the_simulated_not_the_1f1b_bubble(llama70):
     f = llama70.frame
-    one, zb = (f[(f["schedule"] == s) & (f["p"] == 8) & (f["m"] == 64) & (f["recompute"] == "full")].iloc[0]
+    f = f[f["bubble_fraction"].notna()]  # simulated: the candidates that fit (the others are not timed)
+    one, zb = (f[(f["schedule"] == s) & (f["p"] == 8) & (f["m"] == 128) & (f["recompute"] == "full")].iloc[0]
                for s in ("1f1b", "zb-h1"))
-    # (p-1)/(m+p-1) = 7/71 for equal stages; Llama 3's 128,256 x 8,192 output layer weighs about one more layer on
+    # (p-1)/(m+p-1) = 7/135 for equal stages; Llama 3's 128,256 x 8,192 output layer weighs about one more layer on
     # the last of ten-layer stages, and the whole 1F1B pipeline runs at the pace of its slowest stage.
-    assert one["last_stage_factor"] > 1.05 and one["bubble_fraction"] > 7 / 71 + 0.03
+    assert one["last_stage_factor"] > 1.05 and one["bubble_fraction"] > 7 / 135 + 0.03
     assert zb["bubble_fraction"] < 0.9 * one["bubble_fraction"]  # W fills part of the drain
 
 

@@ -22,7 +22,7 @@ X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
 
 COLUMNS = {  # core column -> header with its unit, in display order
     "rank": "Rank", "t": "t", "p": "p", "d": "d", "cp": "cp", "ep": "ep", "step_time_s": "Step time [s]",
-    "mfu": "MFU [%]",
+    "timing": "Timing", "mfu": "MFU [%]",
     "memory_gb": "Memory per GPU [GB]", "reasons": "Why infeasible", "schedule": "Schedule", "v": "v",
     "micro_batch_size": "Micro-batch [seq]", "m": "m", "zero_stage": "ZeRO", "recompute": "Recompute",
     "sequence_parallel": "SP", "offload": "Offload", "bubble_fraction": "Bubble [% of timeline]",
@@ -42,6 +42,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
     out = frame.assign(memory_gb=units.to_gb(frame["memory_bytes"]), headroom_gb=units.to_gb(frame["headroom_bytes"]),
                        mfu=100 * frame["mfu"],
                        reasons=frame["reasons"].map("; ".join), frameworks=frame["frameworks"].map(", ".join))
+    if "timing" in out.columns and not out["timing"].astype(bool).any():
+        out = out.drop(columns="timing")  # every row timed (feasible only): nothing to say
     out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
     cc = st.column_config
     gpu_gb = float(units.to_gb(gpu_mem_bytes))
@@ -54,6 +56,9 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
         COLUMNS["bubble_fraction"]: cc.NumberColumn(format="percent", help="Idle share of the pipeline timeline, "
                                                                            "measured by the simulator."),
         COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
+        COLUMNS["timing"]: cc.TextColumn(help="Empty when the step time is simulated. Only candidates that can be "
+                                              "feasible are simulated: the others show every term but the pipeline "
+                                              "bubble (CSV), and why they were not timed."),
         COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
         COLUMNS["mfu"]: cc.NumberColumn(format="%.1f", help="Model FLOPs (causal attention, no recompute) / "
                                         "(step x G x dense peak of the GEMMs' precision)."),

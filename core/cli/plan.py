@@ -196,7 +196,8 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
                      f"{r['zero_stage']}" + ("" if r.get("reshard", True) else " kept"), r["recompute"],
                      ("on" + ("+overlap" if r.get("tp_comm_overlap") else "")) if r["sequence_parallel"] else "off",
                      _num(r["memory_bytes"] / GB, 1),
-                     _num(r["headroom_bytes"] / GB, 1), _num(100 * r["bubble_fraction"], 1), _num(r["step_time_s"], 2),
+                     _num(r["headroom_bytes"] / GB, 1), _num(100 * r["bubble_fraction"], 1),
+                     "not timed" if r.get("timing") else _num(r["step_time_s"], 2),
                      _num(r["tokens_per_s"], 0), _num(100 * r["mfu"], 1), ",".join(r["frameworks"]) or "none",
                      "; ".join(r["reasons"])[:90]])
     if rows:

@@ -28,6 +28,13 @@ _HELD_DELTA = np.array([1, -1, 0, -1, 0], dtype=np.int64)  # F takes activations
 _PENDING_DELTA = np.array([0, 0, 1, -1, 0], dtype=np.int64)  # I leaves work for W
 
 
+def peak_held(kind: np.ndarray, seg: np.ndarray, stages_per_device: int) -> np.ndarray:
+    """Per device: most micro-batches whose activations are held at once (full-stage units), from the ops' kinds
+    in device order alone (`seg`: each device's first op). No time is needed: a device's ops never overlap, so the
+    order of its own ops sets the count; the planner reads it before simulating (core.planner.simulation)."""
+    return np.maximum(np.maximum.reduceat(np.cumsum(_HELD_DELTA[kind]), seg), 0) / stages_per_device
+
+
 @dataclass(frozen=True, eq=False)
 class Timeline:
     schedule: Schedule
@@ -124,7 +131,7 @@ class Timeline:
     @cached_property
     def peak_inflight(self) -> np.ndarray:
         """Per device: most micro-batches whose activations are held at once (full-stage units)."""
-        return self._per_device_peak(self._levels[0])
+        return peak_held(self.kind, self.seg, self.schedule.stages_per_device)
 
     @cached_property
     def peak_pending_w(self) -> np.ndarray:

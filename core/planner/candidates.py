@@ -15,7 +15,7 @@ from core.model import presets
 from core.params.memory import MAX_TP
 from core.params.planner import GPU_KEYS, MAX_SIM_P, MODEL_KEYS, PlannerParams
 from core.planner import cp_ep
-from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame
+from core.planner.columns import COLUMNS, EMPTY_DTYPES, empty_frame, timing
 from core.planner.factors import divisors
 from core.planner.grid import OFFLOAD_MODES
 
@@ -144,6 +144,7 @@ def _excluded(key: _Outside) -> pd.DataFrame:
     first = dict(zip(("zero_stage", "recompute", "offload"), first_searched[1:], strict=True))
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
     values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"]}
+    values["timing"] = list(timing(values["reasons"], np.zeros(n, dtype=bool)))
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
                "reshard": [True] * n, "tp_comm_overlap": [False] * n,
                "fits": [False] * n, "feasible": [False] * n, "warnings": [()] * n, "frameworks": [()] * n,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from core.cost import step_time
@@ -17,7 +18,7 @@ JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "reshard", 
              "headroom_bytes", "fits", "bubble_fraction", "bubble_vs_ideal", "tf", "tb", "tw", "first_stage_factor",
              "last_stage_factor", "tp_ratio", "tp_crosses_node", "compute_s", "tp_exposed_s", "pp_exposed_s",
              "bubble_s", "dp_comm_s", "dp_exposed_s", "dp_latency_s", "dp_bandwidth_s", "optimizer_s", "offload_s",
-             "step_time_s", "tokens_per_s",
+             "step_time_s", "timing", "tokens_per_s",
              "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes",
              "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
 
@@ -30,16 +31,37 @@ COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "s
            "gemm_s", "attention_s", "memory_bound_s", "tp_comm_s", "tp_exposed_s", "pp_exposed_s", "bubble_s",
            "straggler_s",
            "dp_comm_s", "dp_exposed_s", "dp_latency_s", "dp_bandwidth_s", "optimizer_s", "offload_s", "step_time_s",
-           "tokens_per_s", "mfu", "hfu",
+           "timing", "tokens_per_s", "mfu", "hfu",
            "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes", "a2a_s",
            "a2a_exposed_s", "ring_s", "ring_exposed_s")
 assert set(JSON_KEYS) <= set(COLUMNS) and set(BREAKDOWN_COLUMNS.values()) <= set(COLUMNS)
 EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node", "reshard",
                                  "tp_comm_overlap"), bool),
                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks",
-                                 "worst_stage"), object),
+                                 "worst_stage", "timing"), object),
                 **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "v", "zero_stage"),
                                 "int64")}
+
+
+def timing(reasons, timed) -> np.ndarray:
+    """The `timing` column: "" where the step time was simulated, else why not, by the candidate's first reason's
+    tag ("not timed: does not fit", "not timed: no framework runs it", ...): the planner simulates only candidates
+    that can be feasible (core.planner.simulation), so the others have every term but the pipeline's bubble."""
+    said: dict[int, str] = {}
+
+    def text(why: tuple) -> str:
+        got = said.get(id(why))
+        if got is None:
+            tag = why[0].split(":")[0] if why else "not simulated"
+            if tag == "not simulated":  # the simulator refused the schedule, or the plan's budget ran out
+                tag = "simulation budget spent" if why and "simulation budget" in why[0] else "schedule refused"
+            got = said[id(why)] = f"not timed: {tag}"
+        return got
+
+    out = np.full(len(reasons), "", dtype=object)
+    idle = np.flatnonzero(~np.asarray(timed, dtype=bool))
+    out[idle] = [text(reasons[i]) for i in idle.tolist()]
+    return out
 
 
 def empty_frame() -> pd.DataFrame:

@@ -18,7 +18,9 @@ The planner derives no formula of its own. For each candidate it asks
 - core.cost.step_time again for the step time, its breakdown, tokens/s and MFU.
 
 Infeasible candidates stay in the frame with their reasons (does not fit, m < p, TP crosses servers, batch does
-not divide, ...); filtering them is the caller's choice. Dimensions the search cannot cover are named in
+not divide, ...); filtering them is the caller's choice. Only candidates that can be feasible are simulated (the
+simulation budget goes where it can change the answer): the others keep every term that needs no simulator and
+no step time, their `timing` column says why. Dimensions the search cannot cover are named in
 `notes` and as infeasible rows (the project's "show, not silently drop"): p above the simulator's 64 devices or
 above the number of layers, t that does not divide the heads.
 
@@ -45,7 +47,7 @@ from core.pipeline.schedules import REGISTRY
 from core.planner import budget as work
 from core.planner import candidates, cp_ep, grid, rank_memory, simulation
 from core.planner.checks import Checks, warnings
-from core.planner.columns import BREAKDOWN_COLUMNS
+from core.planner.columns import BREAKDOWN_COLUMNS, timing
 from core.planner.cp_ep_rules import violations
 from core.planner.factors import chunk_slots
 from core.planner.ranking import ranked
@@ -88,40 +90,41 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())
 
-    # Memory before simulating: with one micro-batch in flight (no schedule holds fewer) a candidate that does not
-    # fit never will, so the simulator is only asked about candidates that could be feasible. Structurally
-    # infeasible ones get the simulator's numbers only when another candidate needed the same key.
+    # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
+    # order alone, so only candidates that fit with them, and break no other rule, are simulated.
     mem = _states(model, bpp, c, fp8)
-    one, n = np.ones(c.size), c.size
-    floor = mem.fixed + rank_memory.activations(model, c, one, one, np.zeros(n, dtype=bool), split_ok.sized, fp8,
-                                                a.moe_capacity)[0]
     need = q.min_headroom * GB  # memory the user wants left free
-    hopeless = split_ok.sized & (floor > usable - need)
-    rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
-    broken = np.zeros(n, dtype=bool)
-    for _, mask, _ in rules:
-        broken |= np.broadcast_to(mask, (n,))
-    want = split_ok.sized & ~hopeless & ~split_ok.crosses & ~split_ok.too_deep & ~broken
-    sims, refused, fresh = simulation.simulate_all(c, simulation.sim_codes(c, costs), want, split_ok.sized & ~want)
-    ok = split_ok.sized & np.isfinite(sims["makespan_factor"])
-    last_on_first = np.nan_to_num(sims["last_on_first"]) > 0
-
-    acts, worst = rank_memory.activations(model, c, np.where(ok, sims["inflight"], 1.0),
-                                          np.where(ok, sims["inflight_last"], 1.0), last_on_first, ok, fp8,
-                                          a.moe_capacity)
+    gate = _gate(model, c, mem, split_ok, usable - need, fp8, a.moe_capacity)
+    codes = simulation.sim_codes(c, costs)
+    last_on_first = simulation.last_on_first(c)
+    order, refused, spent = simulation.place_all(c, codes, gate.want)
+    held = _Held(model, c, fp8, a.moe_capacity, last_on_first)
+    acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
+    fits = mem.fixed + acts <= usable - need
+    sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
+    refused = np.where(refused != "", refused, late)
+    # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
+    # what the budget has left, once the feasible ones are timed; none of them is simulated.
+    rest = split_ok.sized & ~gate.hopeless & ~gate.want
+    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False)
+    simulation.trim_compiled()
+    acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
+    order = {k: np.where(gate.want, order[k], more[k]) for k in order}
     total = mem.fixed + acts
-    times = _times(s, c, costs, sims, mem, ok, last_on_first)
+    # Every candidate whose batch splits gets the terms that need no simulator; the bubble only where simulated.
+    times = _times(s, c, costs, sims["makespan_factor"], mem, split_ok.sized, last_on_first)
 
-    over = ok & ~(total <= usable - need) & ~hopeless
     checks = Checks(q.batch, usable, need, split_ok.batch_ok, split_ok.fills, split_ok.min_m, split_ok.m_ok, refused,
-                    hopeless, floor, over, total, split_ok.crosses, split_ok.too_deep, tuple(rules))
+                    gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
+                    split_ok.crosses, split_ok.too_deep, gate.rules)
     reasons, counts = checks.reasons(c, model, gpu)
-    frame = ranked(_columns(c, mem, costs, sims, times, (total, acts, worst, usable, gpu.mem_bytes),
-                            (reasons, counts == 0, warnings(c, model)), split_ok.crosses), n, outside, counts)
+    frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (total, acts, worst, usable, gpu.mem_bytes),
+                            (reasons, counts == 0, warnings(c, model)), split_ok.crosses), c.size, outside, counts)
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
-    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed)
+    return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed,
+                      spent)
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,6 +141,55 @@ class _Split:
     @property
     def sized(self) -> np.ndarray:
         return self.batch_ok & self.fills & self.m_ok
+
+
+@dataclass(frozen=True, eq=False)
+class _Held:
+    """The activations each candidate's end stages hold for the micro-batches its schedule keeps in flight."""
+
+    model: object
+    c: grid.Candidates
+    fp8: bool
+    capacity: float
+    last_on_first: np.ndarray
+
+    def of(self, order: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, worse stage) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
+        return rank_memory.activations(self.model, self.c, order["inflight"], order["inflight_last"],
+                                       self.last_on_first, rows, self.fp8, self.capacity)
+
+    @staticmethod
+    def merged(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """`first`'s values where it has them, `second`'s elsewhere."""
+        has = np.isfinite(first[0])
+        return np.where(has, first[0], second[0]), np.where(has, first[1], second[1])
+
+
+@dataclass(frozen=True, eq=False)
+class _Gate:
+    """What rules a candidate out before any schedule is built: its memory with one micro-batch in flight (no
+    schedule holds fewer), the cp / ep rules, and the checks of _Split; `want`: the candidates that can be
+    feasible, the only ones whose schedules are built and simulated."""
+
+    floor: np.ndarray
+    hopeless: np.ndarray
+    rules: tuple
+    want: np.ndarray
+
+
+def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float, fp8: bool,
+          capacity: float) -> _Gate:
+    one, n = np.ones(c.size), c.size
+    floor = mem.fixed + rank_memory.activations(model, c, one, one, np.zeros(n, dtype=bool), split_ok.sized, fp8,
+                                                capacity)[0]
+    hopeless = split_ok.sized & (floor > room)
+    rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
+    broken = np.zeros(n, dtype=bool)
+    for _, mask, _ in rules:
+        broken |= np.broadcast_to(mask, (n,))
+    runnable = np.fromiter(map(bool, c.frameworks.tolist()), dtype=bool, count=n)  # some framework runs it
+    want = split_ok.sized & ~hopeless & ~split_ok.crosses & ~split_ok.too_deep & ~broken & runnable
+    return _Gate(floor, hopeless, tuple(rules), want)
 
 
 def _batch_split(q: PlannerParams, c: grid.Candidates, model, gpu) -> tuple[grid.Candidates, _Split]:
@@ -170,24 +222,26 @@ def _states(model, bpp, c: grid.Candidates, fp8: bool) -> _Memory:
     return _Memory(st, st)
 
 
-def _times(s: Setting, c: grid.Candidates, costs, sims: dict, mem: _Memory, ok: np.ndarray,
+def _times(s: Setting, c: grid.Candidates, costs, makespan: np.ndarray, mem: _Memory, rows: np.ndarray,
            last_on_first: np.ndarray) -> dict[str, np.ndarray]:
-    """Step time and its parts (core.cost.step_time.estimate) where the candidate was simulated, NaN elsewhere."""
+    """Step time and its parts (core.cost.step_time.estimate) where `rows` (NaN elsewhere): compute, TP, DP / ZeRO,
+    offload and MoE terms for all of them; the bubble, the straggler share and the step time (with tokens/s and MFU)
+    only where the simulator gave a makespan (NaN in `makespan` elsewhere)."""
     times = {k: np.full(c.size, np.nan) for k in TIMES}
-    if not ok.any():
+    if not rows.any():
         return times
-    sub = c.take(ok)
+    sub = c.take(rows)
     lay = sub.layouts()
     expert = None
     if s.model.is_moe:
-        group = mem.experts["expert_group"][ok]
+        group = mem.experts["expert_group"][rows]
         per_node = Fabric.of(s.gpu, s.a).members_per_node(group, sub.ep * sub.etp)
-        expert = ExpertShard(mem.experts["expert_rank"][ok], group, cp_ep.expert_param_bytes(s.model, s.fp8),
+        expert = ExpertShard(mem.experts["expert_rank"][rows], group, cp_ep.expert_param_bytes(s.model, s.fp8),
                              per_node)
-    est = step_time.estimate(StepInput(s, lay, costs.subset(ok), sims["makespan_factor"][ok], last_on_first[ok],
-                                       mem.states["psi_rank"][ok], expert, cp_ep.communication(s, lay)))
+    est = step_time.estimate(StepInput(s, lay, costs.subset(rows), makespan[rows], last_on_first[rows],
+                                       mem.states["psi_rank"][rows], expert, cp_ep.communication(s, lay)))
     for k in times:
-        times[k][ok] = est.get(k, 0.0)
+        times[k][rows] = est.get(k, 0.0)
     return times
 
 
@@ -212,6 +266,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
         "inflight_last": sims["inflight_last"], "bubble_fraction": sims["bubble_fraction"],
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
+        "timing": timing(reasons, np.isfinite(times["step_time_s"])),
         "feasible": feasible, "reasons": reasons, "warnings": warned, "frameworks": c.frameworks,
     }
 

@@ -43,6 +43,7 @@ class PlanResult:
     notes: tuple[str, ...]  # what the search left out, and why
     simulations: int  # distinct (schedule, p, m, v) simulated for this plan (cache misses)
     narrowed: tuple[str, ...] = ()  # what the work budget narrowed (core.planner.budget), in words
+    sim_ops: int = 0  # operations of core.planner.simulation.SIM_BUDGET this plan spent (cache hits cost none)
 
     @property
     def feasible(self) -> pd.DataFrame:

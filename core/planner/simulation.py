@@ -3,7 +3,9 @@ shared by every candidate with that key and kept in bounded caches across plans 
 step-time assumptions re-simulates nothing it has seen), within a per-plan budget of simulated operations.
 
 The numbers come from the same engine as the Pipeline page (core.pipeline.schedules.build, core.pipeline.simulate):
-no closed-form bubble is used.
+no closed-form bubble is used. The budget goes where it can change the answer: the micro-batches in flight are the
+schedule's order alone (place_all, before any simulation), so the planner simulates (simulate_all) only candidates
+that fit with them and break no other rule.
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
+from core.pipeline.timeline import peak_held
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
 _COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
 _COMPILED_MAX = 512
+_ORDER: dict[tuple, tuple[float, float] | str] = {}  # (schedule, p, m, v) -> in_flight
 # Compiled schedules kept between plans, in operations (~75 bytes each: 2,000,000 hold ~150 MB). A plan may compile
 # up to SIM_BUDGET operations (~0.9 GB at the largest questions); keeping them all made the planner hold 877 MB
 # after one Megatron-1T question on 55,440 GPUs. The oldest are dropped after each plan.
 _COMPILED_KEPT_OPS = 2_000_000
-# Simulation work one plan may do, in operations (building and compiling a schedule also counts SIM_SETUP_OPS):
-# a few seconds at most on the 2-core development machine. Only searches over thousands of distinct keys reach it,
-# and what it leaves out is named.
+# Simulation work one plan may do, in operations: building and compiling a schedule counts its operations plus
+# SIM_SETUP_OPS, each simulated cost set its operations. A few seconds at most on the 2-core development machine;
+# only searches over thousands of candidates that fit reach it, and what it leaves out is named.
 SIM_BUDGET = 12_000_000
 SIM_SETUP_OPS = 10_000
 # Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
@@ -42,21 +46,25 @@ MAX_SIM_M = int(PIPELINE["m"].hi)  # the Pipeline page's range: every reported b
 
 def schedule_structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
     """The schedule's structure (stages, whether the last stage is on the first device, compiled dependencies),
-    built once per (schedule, p, m, v), or why the simulator refuses it."""
+    built once per (schedule, p, m, v) and kept (bounded), or why the simulator refuses it."""
     key = (schedule, p, m, v)
     if key not in _COMPILED:
-        try:
-            if estimated_ops(schedule, p, m, v) > MAX_OPS:
-                raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
-            s = build(schedule, p, m, v)
-            last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
-            out: tuple | str = (s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s))
-        except InputError as exc:
-            out = str(exc)
+        out = _structure(*key)
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
         _COMPILED[key] = out
     return _COMPILED[key]
+
+
+def _structure(schedule: str, p: int, m: int, v: int) -> tuple[int, bool, Schedule, Compiled] | str:
+    try:
+        if estimated_ops(schedule, p, m, v) > MAX_OPS:
+            raise InputError(f"{schedule} with p = {p}, m = {m} exceeds the simulator's {MAX_OPS:,} operations")
+        s = build(schedule, p, m, v)
+        last_device = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])
+        return s.num_stages, last_device == 0 and p > 1, s, compile_schedule(s)
+    except InputError as exc:
+        return str(exc)
 
 
 def simulated(schedule: str, p: int, m: int, v: int, tb: float = 2.0, tw: float = 0.0, first: float = 1.0,
@@ -117,8 +125,9 @@ def _simulate(keys: list[tuple]) -> list[tuple[float, ...] | str]:
     return results
 
 
-def _trim_compiled() -> None:
-    """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations."""
+def trim_compiled() -> None:
+    """Drop the oldest compiled schedules until those kept hold at most _COMPILED_KEPT_OPS operations (the planner
+    calls it once a plan has built and simulated what it needs)."""
     held = {k: int(v[3].device.size) for k, v in _COMPILED.items() if not isinstance(v, str)}  # ops compiled
     total = sum(held.values())
     for k, ops in held.items():
@@ -132,6 +141,7 @@ def clear_cache() -> None:
     """Forget every simulated key and compiled schedule (benchmarks measure cold runs with it)."""
     _SIM_CACHE.clear()
     _COMPILED.clear()
+    _ORDER.clear()
 
 
 def simulated_costs(schedule, tf, tb, tw, first, last, p, split=None) -> dict[str, np.ndarray]:
@@ -174,23 +184,99 @@ def _key_of(code: np.ndarray) -> tuple:
             round(1.0 + il * FACTOR_STEP, 6))
 
 
-SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor", "inflight", "inflight_last", "last_on_first")
+SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor")
+ORDER_FIELDS = ("inflight", "inflight_last")
+
+
+def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple[float, float] | str:
+    """(peak micro-batches in flight on the first stage's device, on the last stage's device) of the schedule's
+    order alone (core.pipeline.timeline.peak_held: the count the simulated timeline reports, read without running
+    it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v); the
+    compiled schedule is kept for the simulator only with `keep`."""
+    key = (schedule, p, m, v)
+    got = _ORDER.get(key)
+    if got is None:
+        structure = schedule_structure(*key) if keep else _COMPILED.get(key) or _structure(*key)
+        if isinstance(structure, str):
+            got = structure
+        else:
+            _, v_shape, sched, compiled = structure
+            peak = peak_held(compiled.kind, compiled.seg, sched.stages_per_device)
+            got = (float(peak[0]), float(peak[0 if v_shape else p - 1]))
+        if len(_ORDER) >= _SIM_CACHE_MAX:
+            _ORDER.clear()
+        _ORDER[key] = got
+    return got
+
+
+def last_on_first(c: dict) -> np.ndarray:
+    """Per candidate: whether the last global stage sits on the first device (a V-shaped schedule with p > 1), from
+    each schedule's stage map (core.pipeline.schedules.record.Entry.stage_map): no schedule is built."""
+    out = np.zeros(c["t"].size, dtype=bool)
+    combos, _, inverse = distinct([c["schedule"], c["p"], c["chunks"]])
+    for i, (s, p, v) in enumerate(combos.tolist()):
+        stage_map = REGISTRY[SEARCH_SCHEDULES[s]].stage_map(p, v)
+        device = int(np.argwhere(stage_map == stage_map.max())[0, 0])
+        out[inverse == i] = device == 0 and p > 1
+    return out
+
+
+def _spent() -> str:
+    return (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the micro-batch size "
+            "to narrow the search")
+
+
+def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
+              keep: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Per candidate where `want`: the micro-batches in flight (ORDER_FIELDS, from each schedule's order: built and
+    compiled once per (schedule, p, m, v), nothing simulated), NaN elsewhere; the refusal (or "") per candidate;
+    the operations spent of SIM_BUDGET so far (`spent` before). A shape costs its estimated operations plus
+    SIM_SETUP_OPS, counted before it is built; a shape the simulator refuses costs nothing; the most shared shapes
+    come first. `keep`: keep the compiled schedules for simulate_all (False: candidates that are never simulated,
+    so that their schedules are not held in memory)."""
+    n = c["t"].size
+    out = {k: np.full(n, np.nan) for k in ORDER_FIELDS}
+    refused = np.full(n, "", dtype=object)
+    rows = np.flatnonzero(want)
+    if rows.size == 0:
+        return out, refused, spent
+    shapes, _, inverse = distinct(codes[rows, :4].T)
+    values = np.full((len(shapes), len(ORDER_FIELDS)), np.nan)
+    why = np.full(len(shapes), "", dtype=object)
+    for i in np.argsort(-np.bincount(inverse, minlength=len(shapes)), kind="stable"):
+        s, p, m, v = shapes[i].tolist()
+        key = (SEARCH_SCHEDULES[s], p, m, v)
+        ops = estimated_ops(*key)
+        cost = 0 if key in _ORDER or ops > MAX_OPS else ops + (0 if key in _COMPILED else SIM_SETUP_OPS)
+        if spent + cost > SIM_BUDGET:
+            why[i] = _spent()
+            continue
+        got = in_flight(*key, keep=keep)
+        if isinstance(got, str):
+            why[i] = got  # refused while being built: it cost a check, not a simulation
+            continue
+        spent += cost
+        values[i] = got
+    for j, k in enumerate(out):
+        out[k][rows] = values[inverse, j]
+    refused[rows] = why[inverse]
+    return out, refused, spent
 
 
 def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
-                  free: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
-    """Per candidate: the simulator's numbers where `want` (simulating what the cache lacks) and where `free` if
-    the cache already has them, NaN elsewhere; the simulator's refusal (or "") per candidate; and the number of
-    distinct keys simulated now."""
+                 spent: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, the most
+    shared keys first, within what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "")
+    per candidate; the number of distinct keys simulated now; the operations spent so far."""
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
     refused = np.full(n, "", dtype=object)
-    rows = np.flatnonzero(want | free)
+    rows = np.flatnonzero(want)
     if rows.size == 0:
-        return out, refused, 0
+        return out, refused, 0, spent
     unique, _, inverse = distinct(codes[rows].T)
-    users = np.bincount(inverse[want[rows]], minlength=len(unique))  # candidates that need each key
-    fresh, spent, todo, compiling = 0, 0, [], set()
+    users = np.bincount(inverse, minlength=len(unique))  # candidates that need each key
+    fresh, todo, compiling = 0, [], set()
     values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
 
@@ -198,7 +284,7 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         if isinstance(got, str):
             why[i] = got
         else:
-            values[i] = got
+            values[i] = got[:len(SIM_FIELDS)]
 
     for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
         key = _key_of(unique[i])
@@ -206,22 +292,19 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         if got is not None:
             record(i, got)
             continue
-        if not users[i]:
-            continue
         structure = key[:4]
-        spent += estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
-        if spent > SIM_BUDGET:
-            why[i] = (f"the plan's simulation budget ({SIM_BUDGET:,} operations) is spent; pin t, p or the "
-                      "micro-batch size to narrow the search")
+        cost = estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
+        if spent + cost > SIM_BUDGET:
+            why[i] = _spent()
             continue
+        spent += cost
         compiling.add(structure)
         fresh += 1
         todo.append(i)
     for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
         record(i, got)
-    _trim_compiled()
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
     refused[rows] = why[inverse]
-    return out, refused, fresh
+    return out, refused, fresh, spent
 

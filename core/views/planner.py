@@ -46,7 +46,8 @@ CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 CSV_ROWS = 100_000  # candidates in the page's CSV download (~60 MB of CSV; its snapshot in the view ~5 MB)
 KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
         "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
-        "fits", "bubble_fraction", "step_time_s", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf", "tb", "tw",
+        "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf",
+        "tb", "tw",
         "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
         "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard")
 
