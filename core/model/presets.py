@@ -102,13 +102,15 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
 
     gelu selects a GPT-style block (LayerNorm, biases, learned positions, dropout), swiglu a Llama-style one
     (RMSNorm, no biases, rotary positions, no dropout): those details move the count by O(h) per layer only.
-    experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer.
+    experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer; head_dim > 0 decouples
+    the head size from hidden / heads.
     """
     raw = dict(raw)
     auto = parse_strict({k: AUTO_HEADS[k] for k in ("heads", "kv_heads") if k in raw},
                         {k: raw[k] for k in ("heads", "kv_heads") if k in raw})
     hidden = MODEL["hidden"].parse(raw.get("hidden", MODEL["hidden"].default))
-    raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0))
+    head_dim = MODEL["head_dim"].parse(raw.get("head_dim", 0))
+    raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0), head_dim)
     v = parse_strict(MODEL, raw)
     llama = v["mlp"] == "swiglu"
     moe = None
@@ -121,7 +123,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"],
+        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], head_dim=v["head_dim"],
     )
 
 
