@@ -39,6 +39,8 @@ def _layout_from_json(layout: Mapping[str, Any], where: str) -> PublishedLayout:
 
 def _model_from_json(entry: Mapping[str, Any]) -> ModelConfig:
     entry = dict(entry)
+    if "head_dim" in entry:  # the data file says head_dim (Hugging Face's name); the dataclass keeps it as given
+        entry["kv_channels"] = entry.pop("head_dim")
     where = f"layout of {entry.get('key')}"
     layout = entry.pop("layout", None)
     if layout is not None:
@@ -123,7 +125,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], head_dim=v["head_dim"],
+        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], kv_channels=v["head_dim"],
     )
 
 
