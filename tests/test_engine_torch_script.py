@@ -30,7 +30,8 @@ FP32_ADAM = states.preset("adam", "fp32")
 
 
 def shrunk(key: str, layers: int = 4):
-    """The preset's block at hidden 64, 8 heads (its query/key-value ratio kept), vocabulary 256, sequence 32."""
+    """The preset's block at hidden 64, 8 heads (its query/key-value ratio and any decoupled head size kept),
+    vocabulary 256, sequence 32."""
     m = presets.model(key)
     return dataclasses.replace(m, name=f"{m.name} shrunk", layers=layers, hidden=64, heads=8,
                                kv_heads=max(1, 8 * m.kv_heads // m.heads), ffn=224 if m.swiglu else 256, vocab=256,
@@ -80,6 +81,17 @@ def test_zero_redundancy_optimizer_holds_cores_zero1_share(tmp_path):
         assert abs(r["optimizer_bytes"] - core.optimizer) <= FP32_ADAM.k * largest
 
 
+def test_a_decoupled_head_size_trains_with_cores_zero1_share(tmp_path):
+    model = shrunk("qwen3-32b")  # 8 heads of 128 on hidden 64: Q 64 x 1024, K and V 64 x 128, O 1024 x 64
+    assert model.decoupled_heads and model.attention_width == 1024
+    psi = model_params(model)  # 4 layers: 795,200 parameters (hidden / heads = 8 would give 242,240)
+    assert psi == 795_200
+    rows = run(layout(model, zero_stage=1), tmp_path)
+    assert sum(r["optimizer_bytes"] for r in rows) == FP32_ADAM.k * psi
+    for r in rows:
+        assert r["param_bytes"] == r["grad_bytes"] == 4 * psi and np.isfinite(r["loss"])
+
+
 def test_tensor_and_sequence_parallel_with_fsdp2_runs(tmp_path):
     model = shrunk("llama3-8b")
     rows = run(layout(model, t=2, zero_stage=2, sequence_parallel=True, recompute="selective", global_batch=4),
@@ -110,7 +122,7 @@ def test_the_measured_exclusion_still_holds(tmp_path):
     assert rows[0]["grad_bytes"] > 0 and rows[1]["grad_bytes"] == 0
 
 
-@pytest.mark.parametrize("key", ["llama3-8b", "gpt3-175b", "bloom-176b"])
+@pytest.mark.parametrize("key", ["llama3-8b", "gpt3-175b", "bloom-176b", "qwen3-32b"])
 def test_the_shrunk_models_count_matches_the_module(key):
     need("torch")
     import torch  # the script's Stage is the model; count its parameters the way PyTorch does

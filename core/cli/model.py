@@ -3,6 +3,7 @@
     python -m core model --model deepseek-v3
     python -m core model --model mixtral-8x7b --json
     python -m core model --model llama3-405b --seq 131072
+    python -m core model --model qwen3-30b-a3b
     python -m core model --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 32000 --mlp swiglu \\
         --tied false --experts 8 --top-k 2
 
@@ -61,7 +62,8 @@ def describe(m: ModelConfig) -> dict:
     dense_layers = m.layers - m.moe_layers
     return {
         "key": m.key, "name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
-        "kv_heads": m.kv_heads, "ffn": m.ffn, "vocab": m.vocab, "seq": m.seq, "mlp": m.mlp, "norm": m.norm,
+        "kv_heads": m.kv_heads, "head_dim": m.head_dim, "ffn": m.ffn, "vocab": m.vocab, "seq": m.seq, "mlp": m.mlp,
+        "norm": m.norm,
         "tied": m.tied, "position": m.position,
         "moe": None if m.moe is None else {**asdict(m.moe), "moe_layers": m.moe_layers, "dense_layers": dense_layers},
         "mla": None if m.mla is None else asdict(m.mla),
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info)
         return 0
-    shape = (f"{m.name}: {m.layers} layers, hidden {m.hidden:,}, {m.heads} heads ({m.kv_heads} key/value), "
+    shape = (f"{m.name}: {m.layers} layers, hidden {m.hidden:,}, {m.heads} heads of {m.head_dim} "
+             f"({m.kv_heads} key/value{'; heads x head size is not hidden' if m.decoupled_heads else ''}), "
              f"FFN {m.ffn:,} ({m.mlp}), vocabulary {m.vocab:,}, sequence {m.seq:,}, "
              f"{'tied' if m.tied else 'untied'} embeddings.")
     lines = [shape]

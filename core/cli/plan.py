@@ -38,9 +38,9 @@ FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix
             "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
             "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
-              "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp", "experts": "--experts",
-              "top_k": "--top-k", "shared_experts": "--shared-experts", "expert_ffn": "--expert-ffn",
-              "dense_layers": "--dense-layers", "parallel": "--parallel"}
+              "head_dim": "--head-dim", "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp",
+              "experts": "--experts", "top_k": "--top-k", "shared_experts": "--shared-experts",
+              "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel"}
 ANY_MODEL_FLAGS = {"flash": "--flash"}  # a preset takes these too
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
              "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",

@@ -57,8 +57,8 @@ def _attention_shape(model: ModelConfig) -> tuple[float, float, float, float]:
     Q, K, V with grouped-query heads, or multi-head latent attention's projections (core.model.counts)."""
     h, a = float(model.hidden), float(model.heads)
     if model.mla is None:
-        hd = float(model.head_dim)
-        return hd, hd, h + 2.0 * model.kv_heads * hd, h
+        hd, width = float(model.head_dim), float(model.attention_width)  # width = h unless the head size is decoupled
+        return hd, hd, width + 2.0 * model.kv_heads * hd, width
     mla = model.mla
     out = a * mla.v_head_dim
     return (float(mla.qk_head_dim + mla.qk_rope_dim), float(mla.v_head_dim),

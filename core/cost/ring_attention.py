@@ -43,9 +43,11 @@ def step_flops(seq, micro_batch_size, width, t=1, cp=1) -> np.ndarray:
     return 4.0 * b * (s / np.asarray(cp, dtype=float)) ** 2 * w / np.asarray(t, dtype=float)
 
 
-def layer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, recompute="none") -> np.ndarray:
-    """K/V bytes one GPU sends for one layer and one micro-batch over a training step (0 without CP)."""
-    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp)
+def layer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, recompute="none",
+                head_dim=0) -> np.ndarray:
+    """K/V bytes one GPU sends for one layer and one micro-batch over a training step (0 without CP; head_dim 0:
+    hidden / heads)."""
+    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp, head_dim=head_dim)
     per_step = ring_passes(recompute) * FORWARD[0] + BACKWARD[0]
     return (np.asarray(cp, dtype=float) - 1.0) * chunk * per_step
 
@@ -61,7 +63,8 @@ def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_co
     over NVLink while t x cp fits in a server, else the network, hidden up to the step's attention maths (flops_rate:
     the attention's achieved FLOP/s). all-gather: the gathers and the reduce-scatter, all exposed."""
     seq, t, cp = model.seq, lay.t, np.asarray(lay.cp, dtype=float)
-    chunk = kv_chunk_bytes(seq, lay.micro_batch_size, model.hidden, model.heads, model.kv_heads, t, cp)
+    chunk = kv_chunk_bytes(seq, lay.micro_batch_size, model.hidden, model.heads, model.kv_heads, t, cp,
+                           head_dim=model.head_dim)
     if cp_comm == "all-gather":
         return _gathered(chunk, cp, t, lay.recompute, fabric)
     steps = cp - 1.0

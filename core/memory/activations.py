@@ -19,6 +19,10 @@ model trained with flash attention (`flash`), whose one layer rebuilt by recompu
 FP8 (Transformer Engine) saves the inputs of the four linear layers in one byte: the QKV and first-MLP inputs
 (2 s b h each, replicated), the attention projection input (2 s b h) and the second-MLP input (8 s b h), so
 10 -> 8 replicated and 24 -> 19 sharded.
+A head size decoupled from hidden / heads (Qwen3, Gemma: attention width w = heads x head size, not h) scales the
+sharded terms that hold attention-width tensors: Q, K, V and the attention projection's input (2 s b w each, 8 of
+the 24; 7 of the 19 in FP8), so 24 -> 16 + 8 w / h (19 -> 12 + 7 w / h). As in Korthikanti et al., K and V are
+counted at the query width (grouped-query attention's smaller K/V are not credited).
 A parallel block (GPT-J, GPT-NeoX, PaLM: attention and MLP read one normed input, one residual add) keeps one
 norm input (2), one input shared by QKV and the first MLP layer (2, 1 in FP8) and one dropout mask (1): 10 -> 5
 replicated (8 -> 4 in FP8); the sharded terms are the same.
@@ -45,6 +49,7 @@ def _spec_number(key: str, value) -> np.ndarray:
 REPLICATED = (10.0, 8.0)  # s b h coefficients without / with FP8 activations (the module docstring's terms)
 REPLICATED_PARALLEL = (5.0, 4.0)  # a parallel attention + MLP block's
 SHARDED = (24.0, 19.0)
+ATTENTION_WIDTH = (8.0, 7.0)  # of SHARDED: Q, K, V and the attention projection input, in units of s b w
 
 
 def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +72,10 @@ def _per_layer(a: Shape) -> np.ndarray:
     mode = validate.choice_codes("recompute", a.recompute, RECOMPUTE_MODES)
     sbh = s * b * h
     replicated = np.where(fp8, *(REPLICATED_PARALLEL if a.parallel else REPLICATED)[::-1])
-    sharded = np.where(fp8, SHARDED[1], SHARDED[0])
+    width = np.asarray(a.attn_width, dtype=float)
+    ratio = np.where(width > 0, width / h, 1.0)  # 1 unless the head size is decoupled
+    wide = np.where(fp8, ATTENTION_WIDTH[1], ATTENTION_WIDTH[0])
+    sharded = np.where(fp8, SHARDED[1], SHARDED[0]) - wide + wide * ratio
     scores = (mode == 0) & (cp == 1) & ~np.asarray(a.flash, dtype=bool)  # a s^2: unfused attention only, never CP
     kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * heads * s / (h * t), 0.0)
     full = 2.0 / np.where(sp, t, 1.0)
@@ -111,6 +119,7 @@ class Shape:
     fp8: object = False
     flash: object = False
     parallel: bool = False  # a parallel attention + MLP block (GPT-J, GPT-NeoX, PaLM)
+    attn_width: object = 0  # heads x head size; 0 = hidden (the head size is hidden / heads)
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))
@@ -149,11 +158,13 @@ MODES = (
 )
 
 
-def modes_table(seq, micro_batch_size, hidden, heads, t=1, cp=1, fp8=False) -> pd.DataFrame:
-    """Per-layer bytes of every mode in Korthikanti et al.'s Table 2, for one (s, b, h, a, t) (and c, FP8)."""
+def modes_table(seq, micro_batch_size, hidden, heads, t=1, cp=1, fp8=False, attn_width=0) -> pd.DataFrame:
+    """Per-layer bytes of every mode in Korthikanti et al.'s Table 2, for one (s, b, h, a, t) (and c, FP8, the
+    attention width heads x head size: 0 = h)."""
     rows = []
     for name, sp, recompute, single in MODES:
-        value = per_layer_bytes(seq, micro_batch_size, hidden, heads, 1 if single else t, sp, recompute, cp, fp8)
+        value = _per_layer(Shape(seq, micro_batch_size, hidden, heads, 1 if single else t, sp, recompute, cp=cp,
+                                 fp8=fp8, attn_width=attn_width))
         rows.append({"mode": name, "t": 1 if single else int(t), "sequence_parallel": sp, "recompute": recompute,
                      "per layer [bytes]": float(value)})
     return pd.DataFrame(rows)
@@ -178,9 +189,8 @@ def report(a: Shape, layers, p, inflight) -> dict:
         "per_layer": float(a.per_layer()),
         "layers_per_stage": float(n),
         "inflight": float(_spec_number("inflight", inflight)),
-        "modes": {r["mode"]: r["per layer [bytes]"]
-                  for r in modes_table(a.seq, a.micro_batch_size, a.hidden, a.heads, a.t, a.cp, a.fp8).to_dict(
-                      "records")},
+        "modes": {r["mode"]: r["per layer [bytes]"] for r in modes_table(
+            a.seq, a.micro_batch_size, a.hidden, a.heads, a.t, a.cp, a.fp8, a.attn_width).to_dict("records")},
         "first_stage": as_float(first),
         "last_stage": None if last is None else as_float(last),
         "peak": float(max(first["total"], last["total"])) if last is not None else float(first["total"]),

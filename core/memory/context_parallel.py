@@ -15,13 +15,15 @@ import numpy as np
 
 from core import validate
 from core.params.memory import ACTIVATIONS
+from core.params.model import MODEL
 
 CHUNKS_IN_FLIGHT = 4  # two K/V chunks double-buffered, plus their two gradient chunks in the backward
 
 
-def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0,
+                   head_dim=0) -> np.ndarray:
     """Bytes of one rank's K and V for its s / c tokens, on one tensor-parallel rank (a K/V head stays whole:
-    with t > kv_heads each rank holds one head, replicated)."""
+    with t > kv_heads each rank holds one head, replicated). head_dim 0: hidden / heads."""
     s = validate.number("seq", seq, 1, ACTIVATIONS["seq"].hi)
     b = validate.number("mb", micro_batch_size, 1, ACTIVATIONS["mb"].hi)
     h = validate.number("hidden", hidden, 1, ACTIVATIONS["hidden"].hi)
@@ -30,10 +32,12 @@ def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, by
     t = validate.number("t", t, 1, ACTIVATIONS["t"].hi)
     cp = validate.number("cp", cp, 1, ACTIVATIONS["cp"].hi)
     heads_per_rank = np.maximum(kv / t, 1.0)
-    return 2.0 * (s / cp) * b * heads_per_rank * (h / a) * bytes_per_value
+    d = validate.number("head_dim", head_dim, 0, MODEL["head_dim"].hi)
+    return 2.0 * (s / cp) * b * heads_per_rank * np.where(d > 0, d, h / a) * bytes_per_value
 
 
-def ring_buffer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0) -> np.ndarray:
+def ring_buffer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0,
+                      head_dim=0) -> np.ndarray:
     """Transient ring-attention buffers of the layer being computed; zero without context parallelism."""
-    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp, bytes_per_value)
+    chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp, bytes_per_value, head_dim)
     return np.where(np.asarray(cp) > 1, CHUNKS_IN_FLIGHT * chunk, 0.0)

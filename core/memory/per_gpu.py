@@ -74,6 +74,7 @@ class ModelMemory:
     expert_params: float = 0.0  # routed-expert parameters of the whole model
     moe: MoeConfig | None = None
     moe_layers: int = 0
+    head_dim: int = 0  # channels per attention head; 0: hidden / heads
 
     def __post_init__(self) -> None:
         for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params"):
@@ -85,6 +86,11 @@ class ModelMemory:
         if not self.layer_params:
             object.__setattr__(self, "layer_params", block_params(self.dense_params, self.embedding, self.tied,
                                                                   self.layers))
+
+    @property
+    def attn_width(self) -> int:
+        """heads x head size, or 0 where the head size is hidden / heads (core.memory.activations.Shape)."""
+        return self.heads * self.head_dim if self.head_dim else 0
 
     @property
     def is_moe(self) -> bool:
@@ -104,7 +110,8 @@ class ModelMemory:
                    largest_module=float(counts.largest_module_params(model)),
                    flash_attention=model.flash_attention, parallel_block=model.parallel_block,
                    gemm_share=fp8_bytes.gemm_share(model),
-                   expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers)
+                   expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers,
+                   head_dim=model.head_dim if model.decoupled_heads else 0)
 
 
 def block_params(dense, embedding, tied: bool, layers: int) -> float:
@@ -342,7 +349,7 @@ class EndStages:
 def activation_shape(cfg: MemoryConfig) -> act.Shape:
     m, lay, tr = cfg.model, cfg.layout, cfg.training
     return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
-                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block)
+                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width)
 
 
 def end_stages(cfg: MemoryConfig) -> EndStages:
@@ -365,7 +372,8 @@ def _extra(cfg: MemoryConfig, inflight) -> np.ndarray:
     """Beyond the dense layers' formula: the MoE layers' expert activations on the fullest stage for the
     micro-batches in flight, and ring attention's transient K/V buffers."""
     m, lay, tr = cfg.model, cfg.layout, cfg.training
-    ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp)
+    ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
+                             head_dim=m.head_dim)
     if not m.is_moe or m.moe is None:
         return ring
     extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)

@@ -105,6 +105,8 @@ class ModelConfig:
     flash_attention and dropout only change the step time (core.cost.layer_ops) and, for flash, the activations.
     parallel_block: attention and MLP read the same normed input and add to one residual branch (GPT-J, GPT-NeoX,
     PaLM): the same weights and FLOPs, one norm, one residual add and (with TP) one all-reduce per block forward.
+    kv_channels (the `head_dim` input) decouples the head size from hidden / heads (Qwen3, Gemma): Q is
+    h x (heads d), K and V h x (kv_heads d), the output projection (heads d) x h.
     """
 
     name: str
@@ -134,22 +136,20 @@ class ModelConfig:
     mla: MlaConfig | None = None
     params_active_published: float | None = None
     other_layouts: tuple[PublishedLayout, ...] = ()
+    kv_channels: int = 0  # the head size as given (Megatron-LM's name; JSON / URL key head_dim); 0 = hidden // heads
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
         if not self.name.strip():
             raise InputError("name: must not be empty")
-        _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq")})
+        _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq")}
+                 | {"kv_channels": "head_dim"})
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
         for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout", "parallel_block"):
             _flag(name, getattr(self, name))
-        if self.hidden % self.heads:
-            fix = (f"set heads to {self.hidden // HEAD_SIZE} (head size {HEAD_SIZE})" if self.hidden % HEAD_SIZE == 0
-                   else "set heads to a divisor of hidden")
-            raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads} (hidden / heads is the "
-                             f"head size): {fix}, or leave heads at 0 to derive it")
+        self._check_head_dim()
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise InputError(f"heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
         for name, kind in (("moe", MoeConfig), ("mla", MlaConfig)):
@@ -167,9 +167,41 @@ class ModelConfig:
         if count > MAX_PARAMS:
             raise InputError(f"this architecture has {count:.3g} parameters; at most {MAX_PARAMS:.0e} are accepted")
 
+    def _check_head_dim(self) -> None:
+        """kv_channels 0 = hidden // heads (which must then divide); a given head size is free of hidden (Megatron-LM's
+        --kv-channels: `kv_channels = hidden_size // num_attention_heads` unless set), even under rotary positions
+        (RoPE rotates channel pairs: Su et al. 2021, arXiv:2104.09864, section 3.2 takes d even), and its query
+        width heads x head_dim bounded like hidden. Kept as given, not resolved in place, so that
+        dataclasses.replace(model, hidden=..., heads=...) never carries a stale head size."""
+        if not self.kv_channels:
+            if self.hidden % self.heads:
+                fix = (f"set heads to {self.hidden // HEAD_SIZE} (head size {HEAD_SIZE})"
+                       if self.hidden % HEAD_SIZE == 0 else "set heads to a divisor of hidden")
+                raise InputError(f"hidden {self.hidden} must be divisible by heads {self.heads} (hidden / heads is "
+                                 f"the head size): {fix}, leave heads at 0 to derive it, or give head_dim")
+            return
+        if self.position == "rope" and self.head_dim % 2:
+            raise InputError(f"head_dim {self.head_dim}: rotary position embeddings rotate channel pairs, so the head "
+                             f"size must be even")
+        width, hi = self.heads * self.head_dim, int(MODEL["hidden"].hi)
+        if width > hi:
+            raise InputError(f"heads x head_dim = {self.heads} x {self.head_dim} = {width:,}: the attention width "
+                             f"may be at most {hi:,}")
+
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        """Channels per attention head: kv_channels where given, else hidden // heads."""
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def attention_width(self) -> int:
+        """heads x head_dim: the query (and attention-output) width, hidden unless the head size is decoupled."""
+        return self.heads * self.head_dim
+
+    @property
+    def decoupled_heads(self) -> bool:
+        """The head size is not hidden / heads (Megatron-LM needs --kv-channels then)."""
+        return self.attention_width != self.hidden
 
     @property
     def swiglu(self) -> bool:

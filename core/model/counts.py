@@ -18,11 +18,18 @@ def narayanan_params(layers, hidden, vocab, seq):
     return 12 * L * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * L * h))
 
 
-def layer_matmul_params(hidden, heads, kv_heads, ffn, swiglu=False):
-    """Weights that take part in a layer's matrix multiplies: Q and O (h x h), K and V (h x kv_dim), the MLP."""
+def _head_widths(h, a, kv, head_dim):
+    """(query width a d, key/value width kv d) with d = head_dim, or h / a where head_dim is 0."""
+    d = np.where(np.asarray(head_dim, dtype=float) > 0, head_dim, h / a)
+    return a * d, kv * d
+
+
+def layer_matmul_params(hidden, heads, kv_heads, ffn, swiglu=False, head_dim=0):
+    """Weights that take part in a layer's matrix multiplies: Q and O (h x a d), K and V (h x kv d), the MLP
+    (head size d = head_dim, or h / a where 0)."""
     h, a, kv, f = (np.asarray(x, dtype=float) for x in (hidden, heads, kv_heads, ffn))
-    kv_dim = h / a * kv
-    attention = 2 * h * h + 2 * h * kv_dim
+    q_dim, kv_dim = _head_widths(h, a, kv, head_dim)
+    attention = 2 * h * q_dim + 2 * h * kv_dim
     mlp = np.where(swiglu, 3.0, 2.0) * h * f
     return attention + mlp
 
@@ -44,12 +51,14 @@ class Architecture:
     norm: str = "layernorm"
     learned_pos: bool = True
     embed_norm: bool = False
+    head_dim: object = 0  # 0 = hidden / heads
 
     @classmethod
     def of(cls, model) -> Architecture:
         """A core.model.config.ModelConfig's fields (duck-typed)."""
         return cls(model.layers, model.hidden, model.heads, model.kv_heads, model.ffn, model.vocab, model.seq,
-                   model.swiglu, model.tied, model.bias, model.norm, model.position == "learned", model.embed_norm)
+                   model.swiglu, model.tied, model.bias, model.norm, model.position == "learned", model.embed_norm,
+                   model.head_dim)
 
 
 def arch_params(arch: Architecture):
@@ -61,9 +70,9 @@ def arch_params(arch: Architecture):
     L, h, a, kv, f, V, s = (np.asarray(x, dtype=float) for x in (arch.layers, arch.hidden, arch.heads, arch.kv_heads,
                                                                   arch.ffn, arch.vocab, arch.seq))
     norm_params = 2 * h if arch.norm == "layernorm" else h          # scale (+ shift for LayerNorm)
-    kv_dim = h / a * kv
-    biases = (h + 2 * kv_dim + h) + (np.where(arch.swiglu, 2.0, 1.0) * f + h) if arch.bias else 0.0
-    per_layer = layer_matmul_params(h, a, kv, f, arch.swiglu) + biases + 2 * norm_params
+    q_dim, kv_dim = _head_widths(h, a, kv, arch.head_dim)
+    biases = (q_dim + 2 * kv_dim + h) + (np.where(arch.swiglu, 2.0, 1.0) * f + h) if arch.bias else 0.0
+    per_layer = layer_matmul_params(h, a, kv, f, arch.swiglu, arch.head_dim) + biases + 2 * norm_params
     embeddings = (V * h * (1 if arch.tied else 2) + (s * h if arch.learned_pos else 0.0)
                   + (norm_params if arch.embed_norm else 0.0))
     return L * per_layer + embeddings + norm_params            # + final norm
@@ -77,14 +86,15 @@ def mlp_params(hidden, ffn, swiglu=False, bias=False):
 
 
 def attention_params(model, with_bias=True):
-    """One layer's attention weights: Q, K, V, O (grouped-query K and V), or MLA's low-rank projections and their
-    two latent norms (the count Megatron-LM's theoretical_memory_usage.py uses)."""
+    """One layer's attention weights: Q, K, V, O (grouped-query K and V, h x heads d and h x kv_heads d for head size
+    d), or MLA's low-rank projections and their two latent norms (the count Megatron-LM's
+    theoretical_memory_usage.py uses)."""
     h, a = float(model.hidden), float(model.heads)
     mla = getattr(model, "mla", None)
     if mla is None:
-        kv_dim = h / a * model.kv_heads
-        bias = (2 * h + 2 * kv_dim) if (with_bias and model.bias) else 0.0
-        return 2 * h * h + 2 * h * kv_dim + bias
+        q_dim, kv_dim = float(a * model.head_dim), float(model.kv_heads * model.head_dim)
+        bias = (q_dim + 2 * kv_dim + h) if (with_bias and model.bias) else 0.0
+        return 2 * h * q_dim + 2 * h * kv_dim + bias
     norm = 2.0 if model.norm == "layernorm" else 1.0
     qk = mla.qk_head_dim + mla.qk_rope_dim
     q = mla.q_lora_rank * (h + a * qk + norm) if mla.q_lora_rank else h * a * qk
@@ -93,11 +103,11 @@ def attention_params(model, with_bias=True):
 
 
 def attention_core_width(model):
-    """a x (query-key + value head dims) / 2: h for plain attention, so the score and value matmuls cost
-    4 s x this per token, forward (MLA's wider query-key heads make it larger than h)."""
+    """a x (query-key + value head dims) / 2: a d for plain attention (h unless the head size d is decoupled), so
+    the score and value matmuls cost 4 s x this per token, forward (MLA's wider query-key heads make it larger)."""
     mla = getattr(model, "mla", None)
     if mla is None:
-        return float(model.hidden)
+        return float(model.heads * model.head_dim)
     return model.heads * (mla.qk_head_dim + mla.qk_rope_dim + mla.v_head_dim) / 2.0
 
 

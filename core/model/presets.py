@@ -39,6 +39,8 @@ def _layout_from_json(layout: Mapping[str, Any], where: str) -> PublishedLayout:
 
 def _model_from_json(entry: Mapping[str, Any]) -> ModelConfig:
     entry = dict(entry)
+    if "head_dim" in entry:  # the data file says head_dim (Hugging Face's name); the dataclass keeps it as given
+        entry["kv_channels"] = entry.pop("head_dim")
     where = f"layout of {entry.get('key')}"
     layout = entry.pop("layout", None)
     if layout is not None:
@@ -102,13 +104,15 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
 
     gelu selects a GPT-style block (LayerNorm, biases, learned positions, dropout), swiglu a Llama-style one
     (RMSNorm, no biases, rotary positions, no dropout): those details move the count by O(h) per layer only.
-    experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer.
+    experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer; head_dim > 0 decouples
+    the head size from hidden / heads.
     """
     raw = dict(raw)
     auto = parse_strict({k: AUTO_HEADS[k] for k in ("heads", "kv_heads") if k in raw},
                         {k: raw[k] for k in ("heads", "kv_heads") if k in raw})
     hidden = MODEL["hidden"].parse(raw.get("hidden", MODEL["hidden"].default))
-    raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0))
+    head_dim = MODEL["head_dim"].parse(raw.get("head_dim", 0))
+    raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0), head_dim)
     v = parse_strict(MODEL, raw)
     llama = v["mlp"] == "swiglu"
     moe = None
@@ -121,7 +125,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"],
+        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], kv_channels=v["head_dim"],
     )
 
 

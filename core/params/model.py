@@ -20,12 +20,22 @@ MLP_KINDS = ("gelu", "swiglu")
 # fraction of peak for all compute (default 0.6); an old URL's eff=0.6 now sets the large-GEMM fraction to 0.6.
 CALIBRATED = 0.0
 
+# Largest accepted head size: published models use 64 to 256 (Gemma 2: 256); attention kernels (FlashAttention-2,
+# cuDNN) support at most 256, so 1,024 leaves room without admitting nonsense.
+MAX_HEAD_DIM = 1024
+
 MODEL = table(
     Spec("layers", "int", 96, 1, 1024, label="Layers L", help="Transformer blocks."),
-    Spec("hidden", "int", 12288, 1, 131072, label="Hidden size h", help="Model width; must divide by heads."),
-    Spec("heads", "int", 96, 1, 4096, label="Attention heads a", help="Query heads; hidden / heads is the head size."),
+    Spec("hidden", "int", 12288, 1, 131072, label="Hidden size h",
+         help="Model width; must divide by heads unless the head size is given."),
+    Spec("heads", "int", 96, 1, 4096, label="Attention heads a",
+         help="Query heads; the head size is hidden / heads unless given."),
     Spec("kv_heads", "int", 96, 1, 4096, label="Key/value heads",
          help="Grouped-query attention: heads must be a multiple of it (equal to heads = plain multi-head)."),
+    Spec("head_dim", "int", 0, 0, MAX_HEAD_DIM, label="Head size d",
+         help="Channels per attention head (Megatron-LM --kv-channels, Hugging Face head_dim); 0 = hidden / heads. "
+              "Q is h x (heads d), K and V h x (kv_heads d), the output projection (heads d) x h; heads x d may differ "
+              "from h (Qwen3, Gemma). Even with rotary positions (channels rotate in pairs)."),
     Spec("ffn", "int", 49152, 1, 1 << 20, label="FFN size",
          help="Inner MLP width (4 h for GPT-style GELU MLPs; about 8h/3 to 3.5 h for SwiGLU)."),
     Spec("vocab", "int", 50257, 1, 1 << 22, label="Vocabulary V", help="Embedding rows (padded size if known)."),
@@ -59,19 +69,22 @@ MODEL = table(
 HEAD_SIZE = 128
 AUTO_HEADS = table(
     replace(MODEL["heads"], default=0, lo=0,
-            help=f"Query heads; 0 = hidden / {HEAD_SIZE} (head size {HEAD_SIZE}). hidden / heads is the head size."),
+            help=f"Query heads; 0 = hidden / the head size ({HEAD_SIZE} unless given). The head size is hidden / heads "
+                 "unless given."),
     replace(MODEL["kv_heads"], default=0, lo=0,
             help="Grouped-query attention: heads must be a multiple of it; 0 = as many as the query heads."),
 )
 
 
-def resolve_heads(hidden: int, heads: int, kv_heads: int) -> tuple[int, int]:
-    """(heads, kv_heads) with 0 replaced by its default; InputError saying what to give when none exists."""
+def resolve_heads(hidden: int, heads: int, kv_heads: int, head_dim: int = 0) -> tuple[int, int]:
+    """(heads, kv_heads) with 0 replaced by its default (hidden / the head size, HEAD_SIZE unless head_dim is
+    given); InputError saying what to give when none exists."""
     if not heads:
-        if hidden % HEAD_SIZE:
-            raise InputError(f"heads: hidden {hidden} is not a multiple of {HEAD_SIZE}, so the heads cannot be "
-                             f"derived; give the number of attention heads (hidden / heads is the head size)")
-        heads = hidden // HEAD_SIZE
+        size = head_dim or HEAD_SIZE
+        if hidden % size:
+            raise InputError(f"heads: hidden {hidden} is not a multiple of the head size {size}, so the heads cannot "
+                             f"be derived; give the number of attention heads")
+        heads = hidden // size
     return heads, kv_heads or heads
 
 

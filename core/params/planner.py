@@ -37,7 +37,7 @@ MAX_HEADROOM_GB = 10_000.0
 
 _CHOICE_ALL = "all"
 
-_custom_model = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "mlp", "tied",
+_custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params", "mlp", "tied",
                  "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
 _any_model = ("flash",)
@@ -292,6 +292,7 @@ class PlannerParams:
     hidden: int = PLAN["hidden"].default
     heads: int = PLAN["heads"].default
     kv_heads: int = PLAN["kv_heads"].default
+    head_dim: int = PLAN["head_dim"].default
     ffn: int = PLAN["ffn"].default
     vocab: int = PLAN["vocab"].default
     seq: int = PLAN["seq"].default

@@ -52,6 +52,7 @@ CUSTOM = table(
     _paper_default(ACTIVATIONS["hidden"], "hidden"),
     _paper_default(ACTIVATIONS["heads"], "heads"),
     _paper_default(MODEL["kv_heads"], "kv_heads"),
+    MODEL["head_dim"],
     _paper_default(ACTIVATIONS["layers"], "layers"),
     _paper_default(MODEL["ffn"], "ffn"),
     _paper_default(ACTIVATIONS["vocab"], "vocab"),

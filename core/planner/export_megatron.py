@@ -56,6 +56,8 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
           "--num-attention-heads", str(m.heads)]
     if m.kv_heads < m.heads:
         a += ["--group-query-attention", "--num-query-groups", str(m.kv_heads)]
+    if m.decoupled_heads and m.mla is None:  # Megatron-LM's default kv_channels is hidden_size // num_attention_heads
+        a += ["--kv-channels", str(m.head_dim)]
     a += _latent_attention(layout) + _experts(layout, notes) + _context(layout, notes)
     a += ["--seq-length", str(m.seq), "--max-position-embeddings", str(m.seq)]
     if m.position == "rope":

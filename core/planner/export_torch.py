@@ -27,7 +27,7 @@ _MODEL = '''
 class Attention(nn.Module):
     def __init__(self):
         super().__init__()
-        self.head_dim = HIDDEN // HEADS
+        self.head_dim = HEAD_DIM  # HIDDEN // HEADS unless the model decouples the head size
         self.wq = nn.Linear(HIDDEN, HEADS * self.head_dim, bias=BIAS)
         self.wk = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=BIAS)
         self.wv = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=BIAS)
@@ -215,7 +215,8 @@ def _constants(layout: Layout) -> list[str]:
     m = layout.model
     return [
         "# The model (the planner's ModelConfig)",
-        f"LAYERS, HIDDEN, HEADS, KV_HEADS, FFN = {m.layers}, {m.hidden}, {m.heads}, {m.kv_heads}, {m.ffn}",
+        f"LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = {m.layers}, {m.hidden}, {m.heads}, {m.kv_heads}, "
+        f"{m.head_dim}, {m.ffn}",
         f"VOCAB, SEQ, ROPE_THETA = {m.vocab}, {m.seq}, 10000.0",
         f'SWIGLU, RMSNORM, BIAS, TIED, EMBED_NORM, POSITION = {m.swiglu}, {m.norm == "rmsnorm"}, {m.bias}, '
         f'{m.tied}, {m.embed_norm}, "{m.position}"',
@@ -330,7 +331,7 @@ def _data_lines(layout: Layout) -> list[str]:
             "    # Context parallelism: inside the context below SDPA runs as ring attention over the cp ranks, and",
             "    # these buffers are cut (in place, load-balanced for the causal mask) to this rank's share of tokens.",
             "    inputs, targets = inputs.contiguous(), targets.contiguous()",
-            "    ANGLE = angles(SEQ, HIDDEN // HEADS, device)",
+            "    ANGLE = angles(SEQ, HEAD_DIM, device)",
             f"    set_rotate_method({ROTATE[layout.cp_comm]!r})  # {ROTATE_WHY[layout.cp_comm]}",
         ]
     return out

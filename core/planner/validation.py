@@ -32,6 +32,7 @@ from core.units import GB, GIB
 ROLES = ("calibration", "held-out")
 MODELLED = "modelled"  # a source's `scope`: the frameworks the step-time model describes (Megatron-LM, NeMo 2021-24)
 OUTSIDE = "outside the modelled frameworks"
+MOE_KEYS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
 
 
@@ -54,10 +55,12 @@ def _model(spec: dict) -> dict[str, Any]:
         return {"model": spec["preset"], "seq": spec.get("seq", 0),
                 "flash": "auto" if flash is None else str(flash).lower()}
     h = spec["hidden"]
+    moe = {k: spec[k] for k in MOE_KEYS if k in spec}  # routed experts of a custom MoE model
     return {"model": "custom", "layers": spec["layers"], "hidden": h, "heads": spec["heads"],
-            "kv_heads": spec.get("kv_heads", spec["heads"]), "ffn": spec.get("ffn", 4 * h), "vocab": spec["vocab"],
+            "kv_heads": spec.get("kv_heads", spec["heads"]), "head_dim": spec.get("head_dim", 0),
+            "ffn": spec.get("ffn", 4 * h), "vocab": spec["vocab"],
             "seq": spec["seq"], "mlp": spec.get("mlp", "gelu"), "tied": spec.get("tied", True),
-            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False)}
+            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False), **moe}
 
 
 # What a row leaves open when its source does not state it: the planner searches these and keeps the fastest
@@ -79,7 +82,8 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
     return PlannerParams(
         **_model(row["model"]), gpu=row["gpu"], gpu_mem=physical, reserve_frac=0.0, gpus=lay["gpus"],
         batch=lay["batch"], mb_sizes=mb, precision=row["precision"], fix_t=t, fix_p=p, fix_cp=cp,
-        fix_ep=lay.get("ep", 0), fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=schedule,
+        fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0), fix_d=lay["gpus"] // (t * p * cp),
+        zero=str(lay.get("zero", 0)), schedule=schedule,
         v=max(v, 2), recompute=lay["recompute"] or "all", sp="on" if lay["sequence_parallel"] else "off",
         offload="none", tp_comm_overlap=_switch(lay.get("tp_comm_overlap", False)),
         reshard=_switch(lay.get("reshard", True)), **{**row.get("software", {}), **(assumptions or {})})

@@ -187,6 +187,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
                  "layers": m.layers, "ffn": m.ffn, "vocab": m.vocab, "tied": m.tied, "flash": m.flash_attention,
                  "block_params": round(mem.layer_params), "largest_layer": round(mem.largest_module), "seq": m.seq}
+        if m.decoupled_heads:
+            base["head_dim"] = m.head_dim
         if m.is_moe:
             base |= {"expert_params": round(m.expert_params), "experts": m.moe.experts, "top_k": m.moe.top_k,
                      "shared_experts": m.moe.shared, "expert_ffn": m.moe.expert_ffn, "dense_layers": m.moe.first_dense}

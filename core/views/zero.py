@@ -220,7 +220,7 @@ def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
         last = {k: float(x) for k, x in ends.last.items()} | {"moe_and_ring": float(ends.last_extra)}
         last["total"] = float(ends.last_total)
     modes = activations.modes_table(shape.seq, shape.micro_batch_size, shape.hidden, shape.heads, shape.t, shape.cp,
-                                    shape.fp8)
+                                    shape.fp8, shape.attn_width)
     inf = cfg.inflight
     return ActInfo(a.schedule, p, a.m, a.v, float(inf.first), float(inf.last), bool(inf.last_on_first),
                    float(ends.layers_per_device), float(shape.per_layer()), first, last, float(ends.peak),

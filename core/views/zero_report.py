@@ -40,6 +40,7 @@ class Shape:
     vocab: int = zero_page.CUSTOM["vocab"].default
     block_params: float = zero_page.CUSTOM["block_params"].default
     kv_heads: int = zero_page.CUSTOM["kv_heads"].default
+    head_dim: int = zero_page.CUSTOM["head_dim"].default  # 0 = hidden / heads
     ffn: int = zero_page.CUSTOM["ffn"].default
     tied: bool = zero_page.CUSTOM["tied"].default
     flash: bool = zero_page.CUSTOM["flash"].default
@@ -56,7 +57,7 @@ def preset_shape(key: str, seq: int = 0) -> Shape:
     m = presets.model(key)
     return Shape(hidden=m.hidden, heads=m.heads, layers=m.layers, seq=seq or m.seq, vocab=m.vocab,
                  block_params=counts.largest_layer_params(m), kv_heads=m.kv_heads, ffn=m.ffn, tied=m.tied,
-                 flash=m.flash_attention, model=key)
+                 flash=m.flash_attention, model=key, head_dim=m.head_dim if m.decoupled_heads else 0)
 
 
 def custom_shape(values) -> Shape:
@@ -102,7 +103,7 @@ def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
         vocab=shape.vocab, kv_heads=shape.kv_heads, ffn=shape.ffn, embedding=float(embedding), tied=shape.tied,
         layer_params=float(shape.block_params), largest_module=float(q.largest_layer),
         flash_attention=shape.flash, gemm_share=share, expert_params=float(q.expert_params), moe=moe,
-        moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0)
+        moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim)
 
 
 def bytes_per_param(q: ZeroParams) -> memory.BytesPerParam:
