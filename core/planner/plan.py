@@ -184,8 +184,9 @@ def _times(s: Setting, c: grid.Candidates, costs, sims: dict, mem: _Memory, ok: 
         per_node = Fabric.of(s.gpu, s.a).members_per_node(group, sub.ep * sub.etp)
         expert = ExpertShard(mem.experts["expert_rank"][ok], group, cp_ep.expert_param_bytes(s.model, s.fp8),
                              per_node)
-    est = step_time.estimate(StepInput(s, lay, costs.subset(ok), sims["makespan_factor"][ok], last_on_first[ok],
-                                       mem.states["psi_rank"][ok], expert, cp_ep.communication(s, lay)))
+    sub_costs = costs.subset(ok)
+    est = step_time.estimate(StepInput(s, lay, sub_costs, sims["makespan_factor"][ok], last_on_first[ok],
+                                       mem.states["psi_rank"][ok], expert, cp_ep.communication(s, lay, sub_costs)))
     for k in times:
         times[k][ok] = est.get(k, 0.0)
     return times

@@ -57,7 +57,13 @@ def _model(spec: dict) -> dict[str, Any]:
     return {"model": "custom", "layers": spec["layers"], "hidden": h, "heads": spec["heads"],
             "kv_heads": spec.get("kv_heads", spec["heads"]), "ffn": spec.get("ffn", 4 * h), "vocab": spec["vocab"],
             "seq": spec["seq"], "mlp": spec.get("mlp", "gelu"), "tied": spec.get("tied", True),
-            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False)}
+            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False),
+            **{key: spec[name] for name, key in _MOE_KEYS.items() if name in spec}}
+
+
+# A custom model's mixture-of-experts keys in a row -> the PlannerParams keys (core.params.model.MODEL)
+_MOE_KEYS = {"experts": "experts", "top_k": "top_k", "expert_ffn": "expert_ffn", "shared": "shared_experts",
+             "first_dense": "dense_layers"}
 
 
 # What a row leaves open when its source does not state it: the planner searches these and keeps the fastest
@@ -79,7 +85,7 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
     return PlannerParams(
         **_model(row["model"]), gpu=row["gpu"], gpu_mem=physical, reserve_frac=0.0, gpus=lay["gpus"],
         batch=lay["batch"], mb_sizes=mb, precision=row["precision"], fix_t=t, fix_p=p, fix_cp=cp,
-        fix_ep=lay.get("ep", 0), fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=schedule,
+        fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0), fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=schedule,
         v=max(v, 2), recompute=lay["recompute"] or "all", sp="on" if lay["sequence_parallel"] else "off",
         offload="none", tp_comm_overlap=_switch(lay.get("tp_comm_overlap", False)),
         reshard=_switch(lay.get("reshard", True)), **{**row.get("software", {}), **(assumptions or {})})
