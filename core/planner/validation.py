@@ -85,7 +85,8 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
     return PlannerParams(
         **_model(row["model"]), gpu=row["gpu"], gpu_mem=physical, reserve_frac=0.0, gpus=lay["gpus"],
         batch=lay["batch"], mb_sizes=mb, precision=row["precision"], fix_t=t, fix_p=p, fix_cp=cp,
-        fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0), fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=schedule,
+        fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0), fix_d=lay["gpus"] // (t * p * cp),
+        zero=str(lay.get("zero", 0)), schedule=schedule,
         v=max(v, 2), recompute=lay["recompute"] or "all", sp="on" if lay["sequence_parallel"] else "off",
         offload="none", tp_comm_overlap=_switch(lay.get("tp_comm_overlap", False)),
         reshard=_switch(lay.get("reshard", True)), **{**row.get("software", {}), **(assumptions or {})})
