@@ -20,6 +20,7 @@ import numpy as np
 from core.cost import collective, expert_comm, moe_overlap, precision_peak, ring_attention
 from core.memory import fp8 as fp8_bytes
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
+from core.planner import frameworks
 from core.planner.factors import divisors
 
 
@@ -56,6 +57,10 @@ def expand(rows: np.ndarray, q: PlannerParams, model) -> tuple[np.ndarray, list[
         notes.append(f"The pinned cp = {q.fix_cp} divides no G / (t p) of the layouts searched.")
     if q.fix_d and not out:
         notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {q.gpus}.")
+    asked = tuple(k for k, on in (("deepep", q.moe_dispatcher == "deepep"), ("moe_a2a_overlap", q.moe_a2a_overlap))
+                  if on)
+    if model.is_moe and frameworks.moe_note(asked):
+        notes.append(frameworks.moe_note(asked))
     if model.is_moe and not q.fix_ep:
         notes.append(f"Expert parallelism: ep = {', '.join(map(str, eps))} searched ({model.moe.experts} experts); "
                      "each must divide t x d x cp / expert-tp (the reason names it where it does not).")
