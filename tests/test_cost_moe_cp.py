@@ -31,8 +31,9 @@ def test_which_link_the_all_to_all_crosses():
     assert float(expert_comm.network_share(8, 1, 8)) == 0.0           # EP 8 inside one 8-GPU server
     assert float(expert_comm.network_share(8, 2, 8)) == pytest.approx(4 / 7)  # etp 2: 4 members per server
     assert float(expert_comm.network_share(64, 1, 8)) == pytest.approx(56 / 63)  # DeepSeek: EP 64 over 8 nodes
-    # Node-limited routing: at most 4 of a token's 8 copies cross InfiniBand (3.5 expected remote nodes of 4).
-    assert float(expert_comm.network_share(64, 1, 8, top_k=8, node_limit=4)) == pytest.approx(3.5 / 8)
+    # DeepEP with node-limited routing: a token reaches 4 servers, crosses InfiniBand once per remote one
+    # (3.5 expected remote servers of 4), so 3.5 of its 8 copies' bytes leave the server.
+    assert float(expert_comm.network_share(64, 1, 8, top_k=8, reached=4)) == pytest.approx(3.5 / 8)
 
 
 def test_deepseek_v3_cross_node_all_to_all_is_about_one_to_one_with_compute():
@@ -48,7 +49,7 @@ def test_deepseek_v3_cross_node_all_to_all_is_about_one_to_one_with_compute():
     one = expert_comm.direction_bytes(4096, 1, m.hidden, moe.top_k, ep=64)
     traffic = one * (0.5 + 1.0)  # FP8 dispatch + BF16 combine
     fabric = Fabric(g.intra_bytes_per_s * 0.8, g.inter_bytes_per_s * 0.8, 8)
-    comm = expert_comm.layer_time(traffic, 64, 1, fabric, messages=2, top_k=moe.top_k, node_limit=4)
+    comm = expert_comm.layer_time(traffic, 64, 1, fabric, messages=2, top_k=moe.top_k, reached=4)
     assert 0.7 < float(comm / compute) < 1.5
     unlimited = expert_comm.layer_time(traffic, 64, 1, fabric, messages=2)
     assert float(unlimited / compute) > 2  # without node-limited routing the network dominates

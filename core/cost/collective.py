@@ -94,10 +94,11 @@ class Cost:
         return Cost(self.latency * count, self.bandwidth * count, self.algorithm)
 
 
-def cost(kind: str, nbytes, n, per_node, fabric: Fabric, network_share=None) -> Cost:
+def cost(kind: str, nbytes, n, per_node, fabric: Fabric, network_share=None, nvlink_share=None) -> Cost:
     """One `kind` collective over a buffer of `nbytes` (all-to-all and send: the bytes one rank sends) on groups of
     n ranks with `per_node` of them in each server (arrays broadcast). Zero for n = 1. network_share (all-to-all
-    only): the share of the bytes that leave the server, default uniform routing (n - k) / (n - 1)."""
+    only): the share of the bytes that leave the server, default uniform routing (n - k) / (n - 1); nvlink_share:
+    the share that crosses NVLink, default the rest (a forwarding dispatcher such as DeepEP sends more)."""
     if kind not in KINDS:
         raise ValueError(f"collective {kind!r} is not one of {', '.join(KINDS)}")
     nbytes, n = np.asarray(nbytes, dtype=float), np.asarray(n, dtype=float)
@@ -110,7 +111,8 @@ def cost(kind: str, nbytes, n, per_node, fabric: Fabric, network_share=None) -> 
         return _done(lat, band, np.full(lat.shape, algo), alone)
     if kind == "all-to-all":
         share = (n - k) / np.maximum(n - 1.0, 1.0) if network_share is None else np.asarray(network_share, float)
-        band = np.maximum(nbytes * (1.0 - share) / fabric.intra_bw, nbytes * share / fabric.inter_bw)
+        local = 1.0 - share if nvlink_share is None else np.asarray(nvlink_share, dtype=float)
+        band = np.maximum(nbytes * local / fabric.intra_bw, nbytes * share / fabric.inter_bw)
         lat = np.full(band.shape, fabric.send_latency_s)
         return _done(lat, band, np.full(band.shape, 3), alone)
     ring = _ring(kind, nbytes, n, k, nodes, bw, fabric)

@@ -7,13 +7,23 @@ the ep ranks, (ep - 1) / ep of those copies leave the GPU. The dispatch sends th
 combine brings the expert outputs back (h values each), so one direction moves
     b s / (t cp) x k x capacity x h x bytes x (ep - 1) / ep.
 A training step runs dispatch + combine in the forward, their gradients in the backward, and the forward again
-under full recompute. DeepSeek-V3 dispatches in FP8 (1 byte) and combines in BF16 (arXiv:2412.19437, 3.3).
+under full recompute. Megatron-Core moves all of them in BF16; DeepSeek-V3 dispatches in FP8 (1 byte) and
+combines in BF16 (arXiv:2412.19437, 3.3): the moe_fp8_dispatch switch.
 
 Where it goes: Megatron places the expert-parallel group on etp x ep consecutive ranks, so a server of n GPUs
 holds n / etp members of it; the other members are reached over the network. Both links run at once, so the
-time is the slower of (NVLink bytes / NVLink rate) and (network bytes / network rate). Node-limited routing
-(DeepSeek-V3: each token to at most 4 nodes, sent once per node over InfiniBand and fanned out over NVLink)
-caps the network copies per token at the node limit.
+time is the slower of (NVLink bytes / NVLink rate) and (network bytes / network rate). Which bytes cross the
+network depends on the dispatcher (the moe_dispatcher switch):
+
+    alltoall  Megatron-Core's MoEAlltoAllTokenDispatcher: an NCCL all-to-all of the permuted tokens, one copy per
+              routed expert, so (ep - local) / (ep - 1) of the copies leave the server, at the collective rate.
+    deepep    the flex dispatcher with DeepEP's normal kernels (deepseek-ai/DeepEP README, "normal kernels with
+              NVLink and RDMA forwarding"): a token is sent once to each remote server it is routed to and
+              fanned out over NVLink there, so the network carries (servers reached - own) copies of it, NVLink
+              every copy once; group-limited routing (core.model.blocks.MoeConfig.groups / group_topk) caps the
+              servers reached (DeepSeek-V3: 4). DeepEP measured 51 / 50 GB/s RDMA for dispatch / combine at
+              EP 64 on a ~50 GB/s CX7 NIC and 153 / 158 GB/s NVLink at EP 8 of ~160 GB/s (same README, H800,
+              DeepSeek-V3's pre-training shapes): the network at its nominal rate, NVLink at 97 % of it.
 """
 
 from __future__ import annotations
@@ -23,6 +33,11 @@ import numpy as np
 from core import validate
 from core.cost import collective
 from core.params.memory import MAX_ND, MAX_TP
+
+DISPATCHERS = ("alltoall", "deepep")
+DEEPEP_NET = min(1.0, (51.0 + 50.0) / 2 / 50.0)  # RDMA GB/s measured at EP 64 over the NIC's ~50 GB/s
+DEEPEP_NVLINK = (153.0 + 158.0) / 2 / 160.0  # NVLink GB/s measured at EP 8 over H800's ~160 GB/s
+DEEPEP_SMS = 20  # SMs DeepEP's kernels occupy: Megatron-Core transformer_config.py moe_deepep_num_sms (v0.14)
 
 
 def tokens_per_gpu(seq, micro_batch_size, t=1, cp=1) -> np.ndarray:
@@ -54,32 +69,75 @@ def passes(recompute) -> tuple[np.ndarray, np.ndarray]:
     return 1.0 + again, 3.0 + again  # forward combine + both backward gradients move BF16
 
 
+def dispatch_factor(fp8_dispatch) -> np.ndarray:
+    """Bytes of a dispatched value relative to BF16: 1 byte of 2 where the dispatch is FP8."""
+    return np.where(np.asarray(fp8_dispatch, dtype=bool), 0.5, 1.0)
+
+
 def layer_bytes(seq, micro_batch_size, hidden, top_k, t=1, cp=1, ep=1, capacity=1.0, recompute="none",
                 fp8_dispatch=False) -> np.ndarray:
     """All-to-all bytes one GPU sends for one MoE layer and one micro-batch over a training step."""
     half = direction_bytes(seq, micro_batch_size, hidden, top_k, t, cp, ep, capacity, 2.0)
     n_dispatch, n_rest = passes(recompute)
-    dispatch_factor = np.where(np.asarray(fp8_dispatch, dtype=bool), 0.5, 1.0)
-    return half * (n_dispatch * dispatch_factor + n_rest)
+    return half * (n_dispatch * dispatch_factor(fp8_dispatch) + n_rest)
 
 
-def network_share(ep, etp, gpus_per_node, top_k=None, node_limit=None) -> np.ndarray:
-    """Share of the all-to-all bytes that leave the server. Without a node limit, routing is uniform over the ep - 1
-    peers; with one, a token crosses the network at most once per remote node (min(k, limit) of its k copies)."""
+def forward_share(recompute="none", fp8_dispatch=False) -> np.ndarray:
+    """Share of layer_bytes that the forward passes move (the rest: the backward's two BF16 gradients)."""
+    n_dispatch, n_rest = passes(recompute)
+    forward = n_dispatch * dispatch_factor(fp8_dispatch) + n_rest - 2.0
+    return forward / (forward + 2.0)
+
+
+def servers(ep, etp, gpus_per_node) -> np.ndarray:
+    """Servers one expert-parallel group spans."""
+    return np.ceil(np.asarray(ep, dtype=float) / local_members(ep, etp, gpus_per_node))
+
+
+def servers_reached(moe, ep, etp, gpus_per_node) -> np.ndarray:
+    """Expected servers one token's top_k copies land on (its own included). Experts sit on the ep ranks in order,
+    so a routing group of experts / groups consecutive experts covers ceil(its experts / a server's) servers.
+    Group-limited routing allows group_topk groups and picks each one for its best experts, so every allowed
+    server is taken as reached (up to k); without it, k copies spread uniformly over N servers reach
+    N (1 - (1 - 1/N)^k) of them."""
+    n = servers(ep, etp, gpus_per_node)
+    k = float(moe.top_k)
+    if moe.groups > 1:
+        per_server = moe.experts / np.asarray(ep, dtype=float) * local_members(ep, etp, gpus_per_node)
+        allowed = np.minimum(n, moe.group_topk * np.ceil(moe.experts / moe.groups / per_server))
+        return np.minimum(allowed, k)
+    return n * (1.0 - (1.0 - 1.0 / n) ** k)
+
+
+def network_share(ep, etp, gpus_per_node, top_k=None, reached=None) -> np.ndarray:
+    """Share of the all-to-all bytes that leave the server. reached None (alltoall): every copy travels on its own,
+    uniform over the ep - 1 peers. reached (deepep, servers_reached): a token crosses the network once per remote
+    server, reached x (N - 1) / N of its k copies (the own server is one of the N with probability 1 / N)."""
     ep_arr = np.asarray(ep, dtype=float)
     local = local_members(ep, etp, gpus_per_node)
     share = np.where(ep_arr > 1, (ep_arr - local) / np.maximum(ep_arr - 1, 1), 0.0)
-    if node_limit is not None and top_k is not None:
-        nodes = np.ceil(ep_arr / local)
-        remote_nodes = np.minimum(float(node_limit), nodes) * (nodes - 1) / np.maximum(nodes, 1)
-        share = np.minimum(share, remote_nodes / float(top_k))
+    if reached is not None and top_k is not None:
+        nodes = servers(ep, etp, gpus_per_node)
+        remote = np.asarray(reached, dtype=float) * (nodes - 1) / np.maximum(nodes, 1)
+        share = np.minimum(share, remote / float(top_k))
     return share
 
 
-def layer_time(nbytes, ep, etp, fabric: collective.Fabric, messages=1.0, top_k=None, node_limit=None) -> np.ndarray:
+def fabric(gpu, a) -> collective.Fabric:
+    """The links the all-to-all runs on: NCCL's at the achievable fraction (alltoall), DeepEP's measured rates."""
+    base = collective.Fabric.of(gpu, a)
+    if a.moe_dispatcher != "deepep":
+        return base
+    return collective.Fabric(gpu.intra_bytes_per_s * DEEPEP_NVLINK, gpu.inter_bytes_per_s * DEEPEP_NET,
+                             int(gpu.gpus_per_node), base.send_latency_s, base.net_hop_s)
+
+
+def layer_time(nbytes, ep, etp, fabric: collective.Fabric, messages=1.0, top_k=None, reached=None) -> np.ndarray:
     """Seconds for `nbytes` of all-to-all in `messages` exchanges (core.cost.collective: NVLink and network
-    concurrently, the slower sets the pace, plus one message latency per exchange)."""
-    net = network_share(ep, etp, fabric.gpus_per_node, top_k, node_limit)
+    concurrently, the slower sets the pace, plus one message latency per exchange). reached (deepep): every copy
+    crosses NVLink once, directly or forwarded from the receiving GPU."""
+    net = network_share(ep, etp, fabric.gpus_per_node, top_k, reached)
     local = local_members(ep, etp, fabric.gpus_per_node)
-    c = collective.cost("all-to-all", nbytes, ep, local, fabric, network_share=net)
+    c = collective.cost("all-to-all", nbytes, ep, local, fabric, network_share=net,
+                        nvlink_share=None if reached is None else 1.0)
     return c.bandwidth + np.asarray(messages, dtype=float) * c.latency

@@ -41,6 +41,9 @@ class Assumptions:
     pcie_bw: float = ASSUMPTIONS["pcie_bw"].default
     cpu_adam: float = ASSUMPTIONS["cpu_adam"].default
     ep_overlap: float = ASSUMPTIONS["ep_overlap"].default
+    moe_dispatcher: str = ASSUMPTIONS["moe_dispatcher"].default
+    moe_a2a_overlap: bool = ASSUMPTIONS["moe_a2a_overlap"].default
+    moe_fp8_dispatch: bool = ASSUMPTIONS["moe_fp8_dispatch"].default
     moe_capacity: float = ASSUMPTIONS["moe_capacity"].default
 
     def __post_init__(self) -> None:

@@ -25,7 +25,11 @@ class MoeConfig:
     """Routed experts replace the MLP of every `every`-th layer after the first `first_dense` dense layers.
 
     experts: routed experts per MoE layer; top_k: routed experts each token visits; shared: always-on experts
-    (DeepSeekMoE) of the same width; expert_ffn: each expert's inner width (0 = the model's ffn).
+    (DeepSeekMoE) of the same width; expert_ffn: each expert's inner width (0 = the model's ffn). groups /
+    group_topk: group-limited routing (Megatron-Core --moe-router-num-groups / --moe-router-group-topk, HF n_group /
+    topk_group): the experts fall into `groups` equal groups of consecutive experts and each token picks its experts
+    inside its best `group_topk` groups; DeepSeek-V3's 8 / 4 keep a token on at most 4 servers (arXiv:2412.19437,
+    3.2.2). 1 / 1 = no limit.
     """
 
     experts: int
@@ -34,6 +38,8 @@ class MoeConfig:
     expert_ffn: int = 0
     first_dense: int = 0
     every: int = 1
+    groups: int = 1
+    group_topk: int = 1
 
     def __post_init__(self) -> None:
         _whole("experts", self.experts, 1, int(MODEL["experts"].hi))
@@ -42,6 +48,10 @@ class MoeConfig:
         _whole("expert_ffn", self.expert_ffn, 0, int(MODEL["expert_ffn"].hi))
         _whole("dense_layers", self.first_dense, 0, int(MODEL["layers"].hi))
         _whole("moe_every", self.every, 1, int(MODEL["layers"].hi))
+        _whole("route_groups", self.groups, 1, self.experts)
+        _whole("group_topk", self.group_topk, 1, self.groups)
+        if self.experts % self.groups:
+            raise InputError(f"route_groups: {self.groups} groups do not split {self.experts} experts evenly")
 
     def layer_counts(self, layers: int) -> tuple[int, int]:
         """(dense layers, MoE layers) of a `layers`-deep model: Megatron's moe_layer_freq pattern after the

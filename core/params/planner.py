@@ -74,6 +74,7 @@ GPU_OVERRIDES = table(
 
 FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a calibrated rate (core.cost.calibration)
 CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.cost.ring_attention)
+MOE_DISPATCHERS = ("alltoall", "deepep")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 ASSUMPTIONS = table(
@@ -154,10 +155,28 @@ ASSUMPTIONS = table(
     Spec("cpu_adam", "float", 1.0, 0.001, 1000.0, label="CPU optimizer rate", unit="billion parameters/s per GPU",
          help="With offload the optimizer step runs on the host: DeepSpeed's vectorised CPU-Adam updates on the "
               "order of 1e9 parameters per second per process (an order of magnitude; set your own)."),
-    Spec("ep_overlap", "float", 0.0, 0.0, 1.0, label="MoE all-to-all hidden",
-         help="Share of the expert all-to-all hidden behind computation. Megatron-LM's dispatcher runs it between "
-              "dependent GEMMs, on the critical path, unless overlap is configured; DeepSeek-V3's DualPipe hides "
-              "nearly all of it (arXiv:2412.19437, 3.2.1): none hidden by default."),
+    Spec("ep_overlap", "float", 0.0, 0.0, 1.0, label="MoE all-to-all hidden (other overlap)",
+         help="Share of the expert all-to-all still exposed that some other overlap hides (a what-if, e.g. "
+              "DeepSeek-V3's DualPipe, which hides nearly all of it, arXiv:2412.19437, 3.2.1). Megatron-Core's own "
+              "overlap is the switch moe_a2a_overlap, whose hidden share follows from the schedule: none here by "
+              "default."),
+    Spec("moe_dispatcher", "choice", "alltoall", choices=MOE_DISPATCHERS, label="MoE token dispatcher",
+         help="How the expert all-to-all moves tokens. alltoall = Megatron-Core's MoEAlltoAllTokenDispatcher "
+              "(--moe-token-dispatcher-type alltoall): an NCCL all-to-all, one copy per routed expert. deepep = the "
+              "flex dispatcher with DeepEP (--moe-token-dispatcher-type flex, DeepEP backend): each token crosses "
+              "the network once per remote server and is fanned out over NVLink there (deepseek-ai/DeepEP README, "
+              "normal kernels), at the rates DeepEP measured (core.cost.expert_comm)."),
+    Spec("moe_a2a_overlap", "bool", False, label="EP all-to-all overlap (Megatron-Core)",
+         help="Megatron-Core >= 0.14 --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute): in the 1F1B "
+              "steady state one micro-batch's forward runs together with another's backward, each one's "
+              "all-to-all behind the other's compute of the same layer (megatron/core/pipeline_parallel/"
+              "schedules.py, combined 1F1B). Needs ep > 1, no full recompute and, with pipeline parallelism, the "
+              "interleaved schedule (transformer_config.py asserts). Off by default, as in Megatron-Core."),
+    Spec("moe_fp8_dispatch", "bool", False, label="FP8 token dispatch",
+         help="Send the dispatch in FP8 (1 byte per value) under FP8 training, as DeepSeek-V3 does "
+              "(arXiv:2412.19437, 3.3); the combine and the gradients stay BF16. Megatron-Core dispatches the "
+              "hidden states in their own BF16 (megatron/core/transformer/moe/fused_a2a.py at core_v0.14.0 hands "
+              "DeepEP the BF16 tensor), hence false."),
     Spec("moe_capacity", "float", 1.0, 1.0, 8.0, label="MoE capacity factor",
          help="Expert slots per routed token: 1 = dropless routing (Megatron-LM's default, DeepSeek-V3); GShard and "
               "Switch pad each expert to 1.25-2 x its even share. Scales the all-to-all and the expert activations."),
@@ -352,6 +371,9 @@ class PlannerParams:
     pcie_bw: float = PLAN["pcie_bw"].default
     cpu_adam: float = PLAN["cpu_adam"].default
     ep_overlap: float = PLAN["ep_overlap"].default
+    moe_dispatcher: str = PLAN["moe_dispatcher"].default
+    moe_a2a_overlap: bool = PLAN["moe_a2a_overlap"].default
+    moe_fp8_dispatch: bool = PLAN["moe_fp8_dispatch"].default
     moe_capacity: float = PLAN["moe_capacity"].default
 
     def __post_init__(self) -> None:

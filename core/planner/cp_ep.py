@@ -17,9 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from core.cost import collective, expert_comm, precision_peak, ring_attention
+from core.cost import collective, expert_comm, moe_overlap, precision_peak, ring_attention
 from core.memory import fp8 as fp8_bytes
 from core.params.planner import MAX_CP_SEARCH, MIN_CP_TOKENS, PlannerParams
+from core.planner import frameworks
 from core.planner.factors import divisors
 
 
@@ -56,6 +57,10 @@ def expand(rows: np.ndarray, q: PlannerParams, model) -> tuple[np.ndarray, list[
         notes.append(f"The pinned cp = {q.fix_cp} divides no G / (t p) of the layouts searched.")
     if q.fix_d and not out:
         notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {q.gpus}.")
+    asked = tuple(k for k, on in (("deepep", q.moe_dispatcher == "deepep"), ("moe_a2a_overlap", q.moe_a2a_overlap))
+                  if on)
+    if model.is_moe and frameworks.moe_note(asked):
+        notes.append(frameworks.moe_note(asked))
     if model.is_moe and not q.fix_ep:
         notes.append(f"Expert parallelism: ep = {', '.join(map(str, eps))} searched ({model.moe.experts} experts); "
                      "each must divide t x d x cp / expert-tp (the reason names it where it does not).")
@@ -85,24 +90,43 @@ def peak(model, gpu, fp8: bool) -> float:
     return precision_peak.effective_peak(model, gpu, fp8)
 
 
-def communication(s, lay) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def communication(s, lay, costs=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange for the layouts
-    `lay` (core.cost.step_input.Layouts) of the setting `s` (core.cost.step_input.Setting)."""
+    `lay` (core.cost.step_input.Layouts) of the setting `s` (core.cost.step_input.Setting); `costs` (the layouts'
+    core.cost.step_time.StageCosts) is the compute Megatron-Core's EP overlap hides the all-to-all behind."""
     model, gpu, a = s.model, s.gpu, s.a
     fabric = collective.Fabric.of(gpu, a)
     layers_dev = lay.device_layers(model)
     out = {}
     if model.is_moe:
-        moe = model.moe
-        per_layer = expert_comm.layer_bytes(model.seq, lay.micro_batch_size, model.hidden, moe.top_k, lay.t, lay.cp,
-                                            lay.ep, a.moe_capacity, lay.recompute, s.fp8)
-        n_moe = np.minimum(layers_dev, model.moe_layers)
-        messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
-        total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages)
-        out["a2a"] = (total, (1.0 - a.ep_overlap) * total)
+        out["a2a"] = _all_to_all(s, lay, costs, layers_dev)
     if np.any(lay.cp > 1):
         r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
         rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
         total, exposed = ring_attention.layer_time(model, lay, fabric, rate, a.cp_comm)
         out["ring"] = (total * layers_dev * lay.m, exposed * layers_dev * lay.m)
     return out
+
+
+def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
+    """The expert all-to-all of a step on the busiest device (core.cost.expert_comm) and what stays exposed
+    after Megatron-Core's EP overlap (core.cost.moe_overlap, where moe_a2a_overlap is on) and ep_overlap."""
+    model, a = s.model, s.a
+    moe, deepep = model.moe, a.moe_dispatcher == "deepep"
+    fp8_dispatch = s.fp8 and a.moe_fp8_dispatch
+    per_layer = expert_comm.layer_bytes(model.seq, lay.micro_batch_size, model.hidden, moe.top_k, lay.t, lay.cp,
+                                        lay.ep, a.moe_capacity, lay.recompute, fp8_dispatch)
+    n_moe = np.minimum(layers_dev, model.moe_layers)
+    messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
+    fabric = expert_comm.fabric(s.gpu, a)
+    reached = expert_comm.servers_reached(moe, lay.ep, lay.etp, fabric.gpus_per_node) if deepep else None
+    total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages, moe.top_k, reached)
+    exposed = total
+    if a.moe_a2a_overlap and costs is not None:
+        paired = moe_overlap.paired_share(lay.p, lay.chunks, lay.m, lay.ep, lay.recompute, lay.split)
+        one = total / np.maximum(n_moe * lay.m, 1.0)  # one MoE layer, one micro-batch
+        share = expert_comm.forward_share(lay.recompute, fp8_dispatch)
+        hid = moe_overlap.hidden(one, share, costs.tf / layers_dev, (costs.tb + costs.tw) / layers_dev)
+        sms = expert_comm.DEEPEP_SMS / float(s.gpu.sms) if deepep and s.gpu.sms else 0.0
+        exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms)
+    return total, (1.0 - a.ep_overlap) * exposed

@@ -92,7 +92,10 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
                  "(micro-batch x d)).")
     notes.append("--mock-data with NullTokenizer makes this a runnable throughput test; swap in --data-path and your "
                  f"tokenizer to train. Megatron pads the vocabulary to a multiple of 128 x t = {128 * t}.")
-    if t > 1 and "--use-megatron-fsdp" not in a:
+    if t > 1 and "--use-megatron-fsdp" not in a and "--overlap-moe-expert-parallel-comm" in a:
+        notes.append("With tensor parallelism and the EP overlap Megatron only warns (before Blackwell): "
+                     "CUDA_DEVICE_MAX_CONNECTIONS=1 (set here) favours the TP overlap, 32 the EP overlap.")
+    elif t > 1 and "--use-megatron-fsdp" not in a:
         notes.append("Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (before Blackwell).")
     return a, notes
 
@@ -125,7 +128,10 @@ def _experts(layout: Layout, notes: list[str]) -> list[str]:
     moe, width = m.moe, m.moe.expert_ffn or m.ffn
     out = ["--num-experts", str(moe.experts), "--moe-router-topk", str(moe.top_k), "--moe-ffn-hidden-size", str(width),
            "--expert-model-parallel-size", str(layout.ep), "--expert-tensor-parallel-size", str(layout.etp),
-           "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+           *DISPATCHER_FLAGS[layout.moe_dispatcher], "--moe-grouped-gemm"]
+    if moe.groups > 1:
+        out += ["--moe-router-num-groups", str(moe.groups), "--moe-router-group-topk", str(moe.group_topk)]
+    out += _a2a_overlap(layout, notes)
     if moe.shared:
         out += ["--moe-shared-expert-intermediate-size", str(moe.shared * width)]
     dense, n_moe = moe.layer_counts(m.layers)
@@ -134,8 +140,34 @@ def _experts(layout: Layout, notes: list[str]) -> list[str]:
         out += ["--moe-layer-freq", _runs(pattern)]
     notes.append(f"{moe.experts} experts over ep = {layout.ep}: {moe.experts // layout.ep} per GPU in each of the "
                  f"{n_moe} MoE layers; expert tensor parallelism {layout.etp}; dropless routing (no capacity factor), "
-                 "all-to-all dispatch.")
+                 f"{DISPATCHER_NOTE[layout.moe_dispatcher]}.")
     return out
+
+
+# The token dispatcher's flags: DeepEP is the flex dispatcher with --moe-enable-deepep, as Megatron-Bridge's 25.09
+# recipe and the MoE ModelZoo run it; core_v0.19.0 still takes the flag (deprecated: its flex backend defaults
+# to deepep), the older confirmed parser (assets/tool_options.json) has no --moe-flex-dispatcher-backend yet.
+DISPATCHER_FLAGS = {"alltoall": ("--moe-token-dispatcher-type", "alltoall"),
+                    "deepep": ("--moe-token-dispatcher-type", "flex", "--moe-enable-deepep")}
+DISPATCHER_NOTE = {"alltoall": "all-to-all dispatch (NCCL)",
+                   "deepep": "DeepEP dispatch (flex dispatcher: once per remote server, NVLink fan-out; needs DeepEP "
+                             "installed)"}
+
+
+def _a2a_overlap(layout: Layout, notes: list[str]) -> list[str]:
+    """Megatron-Core's batch-level EP overlap where it can run (what core.cost.moe_overlap credits), else a note."""
+    if not layout.moe_a2a_overlap:
+        return []
+    why = ("ep = 1" if layout.ep == 1 else "full recompute" if layout.recompute == "full" else
+           f"the {layout.schedule} schedule (with p > 1 it needs the interleaved one)"
+           if layout.p > 1 and layout.schedule != "interleaved" else "")
+    if why:
+        notes.append(f"EP all-to-all overlap was asked for but Megatron-Core refuses it with {why} "
+                     "(transformer_config.py): not emitted, and the step time does not count on it.")
+        return []
+    notes.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute: each micro-batch's all-to-all runs "
+                 "behind another's compute in the 1F1B steady state (Megatron-Core >= 0.14).")
+    return ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
 
 
 def _context(layout: Layout, notes: list[str]) -> list[str]:

@@ -73,6 +73,9 @@ class Framework:
     fp8: bool = False  # FP8 GEMMs (and FP8 primary weights) from the exported config itself
     moe_blocks: bool = False  # the export describes mixture-of-experts and latent-attention blocks (or leaves
     #                           the model to the user's code, as a DeepSpeed config does)
+    moe_switches: tuple[str, ...] = ()  # MoE software the step time can assume (core.params.planner moe_dispatcher
+    #                                     "deepep", moe_a2a_overlap): question-wide, like tp_bwd_overlap, so a note,
+    #                                     not a filter, says who has them; each with its entry in `sources`
     switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
     #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
     #                                 parameters from forward to backward); each with its entry in `sources`
@@ -197,7 +200,13 @@ TABLE: dict[str, Framework] = {
             "tp_comm_overlap": f"{_MEGATRON_ARGS}: --tp-comm-overlap (Transformer Engine userbuffers; needs "
                                "--sequence-parallel; TE overlaps TP communication only inside one server, "
                                "NVIDIA/TransformerEngine issue 1071)",
-        }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",)),
+            "deepep": f"{_MEGATRON_ARGS}: --moe-token-dispatcher-type flex --moe-enable-deepep (DeepEP installed; "
+                      "megatron/core/transformer/moe/fused_a2a.py)",
+            "moe_a2a_overlap": f"{_MEGATRON_ARGS}: --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
+                               "(Megatron-Core >= 0.14; transformer_config.py asserts ep > 1, no full recompute, the "
+                               "interleaved schedule when p > 1)",
+        }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",),
+        moe_switches=("deepep", "moe_a2a_overlap")),
     "deepspeed": Framework(
         "deepspeed", "DeepSpeed", DEEPSPEED_VERSION,
         schedules=("1f1b",),
@@ -282,6 +291,16 @@ def framework(key: str) -> Framework:
 def with_switch(switch: str) -> frozenset[str]:
     """The frameworks (keys) that have a tuning switch (Framework.switches)."""
     return frozenset(k for k, f in TABLE.items() if switch in f.switches)
+
+
+def moe_note(asked: tuple[str, ...]) -> str | None:
+    """Who runs the MoE software a question assumes (Framework.moe_switches), or None when it asks for none."""
+    if not asked:
+        return None
+    have = [f for f in TABLE.values() if set(asked) <= set(f.moe_switches)]
+    return (f"{' and '.join(asked)} assumed: only {_names([f.label for f in have]) or 'no framework'} runs "
+            f"{'it' if len(asked) == 1 else 'them'} ({'; '.join(have[0].sources[k] for k in asked) if have else ''}); "
+            "the other exports leave the all-to-all to their own dispatcher.")
 
 
 def which(s: Setting) -> list[tuple[str, ...]]:

@@ -14,7 +14,7 @@ from core.model.config import GpuSpec, ModelConfig
 from core.model.presets import gpu, model
 from core.params.model import CLUSTER
 from core.params.pipeline import SEARCH_SCHEDULES
-from core.params.planner import CP_COMMS
+from core.params.planner import CP_COMMS, MOE_DISPATCHERS
 from core.pipeline.schedules import REGISTRY
 from core.planner.cp_ep_rules import first_reason
 from core.planner.factors import chunk_slots
@@ -50,6 +50,8 @@ class Layout:
     reshard: bool = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
     tp_comm_overlap: bool = False  # TP collectives inside their GEMMs (Megatron-LM --tp-comm-overlap)
     cp_comm: str = "p2p"  # context parallelism's K/V exchange (core.params.planner CP_COMMS)
+    moe_dispatcher: str = "alltoall"  # how the expert all-to-all moves tokens (core.cost.expert_comm)
+    moe_a2a_overlap: bool = False  # Megatron-Core's batch-level EP overlap (core.cost.moe_overlap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -70,10 +72,11 @@ class Layout:
         CLUSTER["gpn"].check(self.gpus_per_node)
         for name, value, choices in (("schedule", self.schedule, SCHEDULES), ("recompute", self.recompute, RECOMPUTE),
                                      ("offload", self.offload, OFFLOAD), ("precision", self.precision, PRECISIONS),
-                                     ("cp_comm", self.cp_comm, CP_COMMS)):
+                                     ("cp_comm", self.cp_comm, CP_COMMS),
+                                     ("moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
-        for name in ("sequence_parallel", "reshard", "tp_comm_overlap"):
+        for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name}: expected true or false")
         if self.zero_stage not in (0, 1, 2, 3):

@@ -238,8 +238,9 @@ def _times(s: Setting, c: grid.Candidates, costs, makespan: np.ndarray, mem: _Me
         per_node = Fabric.of(s.gpu, s.a).members_per_node(group, sub.ep * sub.etp)
         expert = ExpertShard(mem.experts["expert_rank"][rows], group, cp_ep.expert_param_bytes(s.model, s.fp8),
                              per_node)
-    est = step_time.estimate(StepInput(s, lay, costs.subset(rows), makespan[rows], last_on_first[rows],
-                                       mem.states["psi_rank"][rows], expert, cp_ep.communication(s, lay)))
+    sub_costs = costs.subset(rows)
+    est = step_time.estimate(StepInput(s, lay, sub_costs, makespan[rows], last_on_first[rows],
+                                       mem.states["psi_rank"][rows], expert, cp_ep.communication(s, lay, sub_costs)))
     for k in times:
         times[k][rows] = est.get(k, 0.0)
     return times
