@@ -134,12 +134,17 @@ def by_layout(frame):
     return frame[NUMBERS].sort_values(NUMBERS[:4]).reset_index(drop=True).to_numpy(dtype=float)
 
 
-def test_a_plan_pinned_to_the_toy_is_simulated_like_gpipe_and_says_no_framework_runs_it(toy):
+def test_a_plan_pinned_to_the_toy_holds_what_gpipe_holds_and_says_no_framework_runs_it(toy):
     assert "toy" in SEARCH["schedule"].choices and "toy" not in DEFAULT_SCHEDULES
     got = plan(PlannerParams(schedule="toy", **PLAN_ASK)).frame
     ref = plan(PlannerParams(schedule="gpipe", **PLAN_ASK)).frame
     assert len(got) == len(ref) > 4 and (got["schedule"] == "toy").all() and got["fits"].sum() >= 2
-    assert np.allclose(by_layout(got), by_layout(ref), equal_nan=True)  # its order times exactly as GPipe's
+    # Its order holds the micro-batches GPipe's holds (read from the order, core.pipeline.timeline.peak_held), so
+    # it needs the same memory; no framework runs it, so the planner spends no simulation on it: no step time, and
+    # the timing column says why (ranked once a framework runs it: the next test, exactly as GPipe's).
+    assert np.allclose(by_layout(got)[:, [0, 1, 2, 3, 4, 7]], by_layout(ref)[:, [0, 1, 2, 3, 4, 7]], equal_nan=True)
+    assert got["step_time_s"].isna().all() and got["timing"].str.startswith("not timed: ").all()
+    assert (got["timing"] == "not timed: no framework runs it").sum() >= 2
     # The capability table (core/planner/frameworks.py) names what each framework runs: none runs the toy.
     assert all(any(r.startswith("no framework runs it: Megatron-LM has no toy schedule") for r in reasons)
                for reasons in got["reasons"])
