@@ -61,7 +61,7 @@ def test_llama3_405b_is_feasible_with_its_switches():
     assert row["memory_bytes"] / GB < 40
     assert row["rank"] == 18 and len(r.feasible) == 23
     zero1 = planner.plan(PlannerParams(**LLAMA, **{**LLAMA_SWITCHES, "zero": "1"}))
-    assert _published_row_at(zero1, 1, True)["rank"] == 2 and len(zero1.feasible) == 9
+    assert _published_row_at(zero1, 1, True)["rank"] == 3 and len(zero1.feasible) == 9
     # only Megatron-LM runs it, and it has TP communication overlap: the row without is never faster, so it gives
     # way to the overlapped one
     assert not ((zero1.frame["t"] == 8) & (zero1.frame["p"] == 16) & (zero1.frame["zero_stage"] == 1)
@@ -87,7 +87,7 @@ def test_llama3_405b_in_the_full_search():
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]
              & f["reshard"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[1] == 53 and ranks[0] == 59 and ranks[2] == 214  # ZeRO-0/1 with TP overlap (Megatron-LM)
+    assert ranks[1] == 56 and ranks[0] == 61 and ranks[2] == 215  # ZeRO-0/1 with TP overlap (Megatron-LM)
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",

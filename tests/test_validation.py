@@ -121,7 +121,7 @@ def test_llama3_runs_one_layer_per_model_chunk(result):
     assert list(s.loc[rows, "v"]) == [8, 8, 8] and all("v" not in c for c in s.loc[rows, "chosen"])
     errors = s.loc[rows, "error"].to_numpy()
     # 8K, 8K, 128K: all fast; the 128K row with Meta's exposed all-gather CP (tests/test_cp_comm.py)
-    assert errors == pytest.approx([-0.054, -0.050, -0.091], abs=0.003)
+    assert errors == pytest.approx([-0.041, -0.037, -0.085], abs=0.003)
     assert (s.loc[rows[1], "predicted_value"] / s.loc[rows[0], "predicted_value"]
             == pytest.approx(400 / 430, abs=0.01))  # the 8K drift from 8,192 to 16,384 GPUs is Meta's
 
@@ -131,7 +131,7 @@ def test_nemotron4_340b_largest_stage_no_fit_saw(result):
     # fit, its unstated depth, micro-batch and recompute taken as the fastest that fits
     r = result.steps.set_index("key").loc["nemotron4-340b-6144"]
     assert r["role"] == "held-out" and r["fits"] and r["v"] in (2, 4, 8)
-    assert r["published_s"] == 8.0 and r["error"] == pytest.approx(-0.033, abs=0.005)
+    assert r["published_s"] == 8.0 and r["error"] == pytest.approx(-0.049, abs=0.005)
     assert 0.40 < r["mfu"] < 0.43  # the report's 41-42 % MFU
 
 

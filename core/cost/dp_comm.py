@@ -15,7 +15,11 @@ bucket is exposed; beyond it, what exceeds the window is. Under an interleaved s
 model chunk, after that chunk's last micro-batch (Megatron-Core r0.8 pipeline_parallel/schedules.py, grad_sync_func
 per chunk; PyTorch's torch/distributed/pipelining/schedules.py, REDUCE_GRAD after each stage's last backward; the
 per-chunk overlap MegaScale section 3.2 describes): the later chunks' backward passes hide the earlier chunks'
-reductions and only the last chunk's share must wait for the end.
+reductions and only the last chunk's share must wait for the end. The parameter gather mirrors it: the same
+schedule syncs the first two chunks' parameters at the start and launches chunk k + 1's when chunk k's first
+micro-batch runs (param_sync_func in forward_step_helper), so the earlier chunks' first forwards hide the later
+chunks' gathers and the first chunk's share is what must wait (`windows["lead"]`; without it, as FSDP gathers each
+chunk at its first use, each chunk's gather hides only behind its own forward: the non-interleaved rule).
 
 Each collective costs its own latency (core.cost.collective: NCCL's ring, tree or PAT), so a gather over 2,048
 ranks is not free however few bytes it moves. `windows` scale the compute by the dp_overlap assumption (kernel
@@ -121,6 +125,9 @@ def _bucketed(zero, g: Group, m, windows, fabric, bucket_mparams) -> DpTime:
     lat, band = rounds * r_lat, rounds * r_band
     gather = collective.cost("all-gather", share * g.param_bytes, g.n, g.per_node, fabric)
     g_lat, g_band = _last_bucket_exposed(gather, buckets, windows["fwd"])
+    if "lead" in windows and np.any(chunks > 1):  # interleaved, gathers a chunk ahead: behind earlier chunks' forwards
+        c_lat, c_band = _per_chunk_exposed(gather.times(buckets), chunks, windows["lead"])
+        g_lat, g_band = np.where(chunks > 1, c_lat, g_lat), np.where(chunks > 1, c_band, g_band)
     after = (zero >= 1).astype(float)
     return DpTime(total + after * buckets * gather.seconds, lat + after * g_lat, band + after * g_band)
 

@@ -292,7 +292,12 @@ def _data_parallel(x: StepInput) -> dp_comm.DpTime:
     # Interleaved (Megatron-Core's schedules.py: grad_sync_func per model chunk at its last micro-batch): after the
     # first chunk's gradients are final, the other v - 1 chunks still run min(p, m) backward passes each.
     drain = bwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
-    windows = {"fwd": s.a.dp_overlap * costs.tf, "bwd": bwd, "chunks": chunks, "drain": drain}
+    # ... and before the last chunk's first forward the earlier v - 1 chunks run their first min(p, m) forwards
+    # (param_sync_func: chunk k + 1's gather launched with chunk k's first micro-batch; param_sync_ahead).
+    fwd = s.a.dp_overlap * costs.tf
+    windows = {"fwd": fwd, "bwd": bwd, "chunks": chunks, "drain": drain}
+    if s.a.param_sync_ahead:
+        windows["lead"] = fwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
     layers = lay.device_layers(s.model)
     n = lay.dp_group
     grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)

@@ -120,6 +120,12 @@ ASSUMPTIONS = table(
               "backward, with their gradients reduce-scattered after it), on the critical path: Megatron-LM's "
               "--cp-comm-type all_gather ('not async, and cannot be overlapped', megatron/core/transformer/"
               "transformer_config.py at d98e8a6) and Llama 3's context parallelism (arXiv:2407.21783, 3.3.2)."),
+    Spec("param_sync_ahead", "bool", True, label="Parameter gathers a model chunk ahead (Megatron-LM)",
+         help="Under an interleaved schedule Megatron-Core gathers the first two model chunks' updated parameters "
+              "at the start of the step and each later chunk's while the chunk before it runs its first "
+              "micro-batches (pipeline_parallel/schedules.py, param_sync_func, core_r0.8.0), so only the first "
+              "chunk's gather must wait; off, each chunk's gather hides only behind its own first forward, as "
+              "FSDP's gather at first use does under PyTorch's pipelining."),
     Spec("dp_bucket", "float", 0.0, 0.0, 100000.0, label="Gradient bucket size", unit="million parameters",
          help="Gradients are reduced in buckets during the backward, one collective (and its latency) each. 0 = "
               "Megatron-LM's default, max(40, d) million parameters (megatron/core/distributed/"
@@ -360,6 +366,7 @@ class PlannerParams:
     grad_accum_fusion: bool = PLAN["grad_accum_fusion"].default
     dp_overlap: float = PLAN["dp_overlap"].default
     pp_overlap: bool = PLAN["pp_overlap"].default
+    param_sync_ahead: bool = PLAN["param_sync_ahead"].default
     cp_comm: str = PLAN["cp_comm"].default
     dp_bucket: float = PLAN["dp_bucket"].default
     grad_reduce_bytes: float = PLAN["grad_reduce_bytes"].default
