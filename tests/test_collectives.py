@@ -205,10 +205,11 @@ def test_scaling_series_drift():
 
 def test_a_scaling_point_is_its_validation_row():
     """One record per published number: a series names validation rows, and both tables print one prediction."""
-    steps = validation.step_rows(keep=lambda r: r["source"] in ("megascale", "mtnlg", "llama3_paper"))
+    steps = validation.step_rows(keep=lambda r: r["source"] in ("megascale", "mtnlg", "llama3_paper")
+                                 or r["key"].startswith("mcore-strong"))
     by_key = steps.set_index("key")
     points = validation_scaling.rows()
-    assert len(points) == 16
+    assert len(points) == 18
     for p in points.to_dict("records"):
         assert p["predicted_s"] == by_key.loc[p["key"], "predicted_s"]
         assert p["published_s"] == by_key.loc[p["key"], "published_s"]

@@ -21,8 +21,9 @@ def section(result: validation_scaling.Scaling) -> str:
     lines += [f"{s.key} ({s.role}): {s.points} points, mean |error| {100 * s.mean_abs_error:.1f} %, signed "
               f"{100 * s.signed_mean_error:+.1f} %, drift {100 * s.drift:.1f} points (floor {100 * s.floor:.1f})"
               for s in result.summary()]
-    lines.append("floor: the least drift any step time c x m + F + g x log2(d) (c > 0; F, g >= 0; m micro-batches, d "
-                 "data-parallel ranks) reaches on the published points, i.e. their own scatter.")
+    lines.append("floor: the least drift any step time c x m + F + g x log2(d) (c > 0; F, g >= 0; m sequences "
+                 "per pipeline, batch / d; d data-parallel ranks) reaches on the published points, i.e. their own "
+                 "scatter.")
     fit = result.fit
     trends = ", ".join(f"{k}: {100 * v:+.2f}" for k, v in fit["trends"].items())
     lines.append(f"ring_loss the calibration series asks for (least error trend against log2 GPUs): "

@@ -30,7 +30,7 @@ from core.planner import plan as planner
 from core.units import GB, GIB
 
 ROLES = ("calibration", "held-out")
-MODELLED = "modelled"  # a source's `scope`: the frameworks the step-time model describes (Megatron-LM, NeMo 2021-24)
+MODELLED = "modelled"  # a source's `scope`: the frameworks the step-time model describes (Megatron-LM, NeMo 2021-25.02)
 OUTSIDE = "outside the modelled frameworks"
 MOE_KEYS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
 MEASURES = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")

@@ -56,7 +56,8 @@ def rows(assumptions: dict | None = None, roles: tuple[str, ...] = ("calibration
 
 def drift_floor(m, published, d, grid: int = 241) -> float:
     """The least drift (max / min - 1 of predicted / published) any step time c x m + F + g x log2(d) with c > 0 and
-    F, g >= 0 reaches on these points: the scatter of the published numbers themselves, which no model of a
+    F, g >= 0 reaches on these points (m: the work each pipeline runs, in sequences, so a series whose micro-batch
+    size changes stays comparable): the scatter of the published numbers themselves, which no model of a
     per-micro-batch cost plus a per-step cost growing with the data-parallel group can remove."""
     m, pub = np.asarray(m, dtype=float), np.asarray(published, dtype=float)
     logd = np.log2(np.maximum(np.asarray(d, dtype=float), 1.0))
@@ -74,7 +75,7 @@ class Series:
     mean_abs_error: float
     signed_mean_error: float
     drift: float  # max error - min error along the series
-    floor: float  # drift_floor: the least drift the published points allow a per-micro-batch + per-step model
+    floor: float  # drift_floor: the least drift the published points allow a per-sequence + per-step model
 
 
 def summarize(frame: pd.DataFrame) -> list[Series]:
@@ -82,7 +83,7 @@ def summarize(frame: pd.DataFrame) -> list[Series]:
     out = []
     for key, part in frame.groupby("series", sort=False):
         e = part["error"].to_numpy()
-        floor = drift_floor(part["m"], part["published_s"], part["d"])
+        floor = drift_floor(part["batch"] / part["d"], part["published_s"], part["d"])  # sequences per pipeline
         out.append(Series(str(key), str(part["role"].iloc[0]), int(e.size), float(np.abs(e).mean()), float(e.mean()),
                           float(e.max() - e.min()), floor))
     return out
