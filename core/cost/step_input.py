@@ -30,8 +30,8 @@ class Assumptions:
     grad_accum_fusion: bool = ASSUMPTIONS["grad_accum_fusion"].default
     dp_overlap: float = ASSUMPTIONS["dp_overlap"].default
     pp_overlap: bool = ASSUMPTIONS["pp_overlap"].default
-    param_sync_ahead: bool = ASSUMPTIONS["param_sync_ahead"].default
     cp_comm: str = ASSUMPTIONS["cp_comm"].default
+    param_sync_ahead: bool = ASSUMPTIONS["param_sync_ahead"].default
     dp_bucket: float = ASSUMPTIONS["dp_bucket"].default
     grad_reduce_bytes: float = ASSUMPTIONS["grad_reduce_bytes"].default
     ring_loss: float = ASSUMPTIONS["ring_loss"].default
