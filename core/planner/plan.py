@@ -111,8 +111,10 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
     order = {k: np.where(gate.want, order[k], more[k]) for k in order}
     total = mem.fixed + acts
-    # Every candidate whose batch splits gets the terms that need no simulator; the bubble only where simulated.
-    times = _times(s, c, costs, sims["makespan_factor"], mem, split_ok.sized, last_on_first)
+    # Every candidate that only memory rules out gets the terms that need no simulator (what it would cost if it
+    # fit); the bubble only where simulated. Rows another rule rules out (no framework, TP across servers, a cp /
+    # ep rule) are not layouts anyone runs: timing them cost a 100,000-candidate re-plan a third of its time.
+    times = _times(s, c, costs, sims["makespan_factor"], mem, gate.rules_ok, last_on_first)
 
     checks = Checks(q.batch, usable, need, split_ok.batch_ok, split_ok.fills, split_ok.min_m, split_ok.m_ok, refused,
                     gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
@@ -175,6 +177,7 @@ class _Gate:
     hopeless: np.ndarray
     rules: tuple
     want: np.ndarray
+    rules_ok: np.ndarray  # every rule but memory passes: the rows whose non-simulated terms are worth computing
 
 
 def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float, fp8: bool,
@@ -188,8 +191,8 @@ def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float
     for _, mask, _ in rules:
         broken |= np.broadcast_to(mask, (n,))
     runnable = np.fromiter(map(bool, c.frameworks.tolist()), dtype=bool, count=n)  # some framework runs it
-    want = split_ok.sized & ~hopeless & ~split_ok.crosses & ~split_ok.too_deep & ~broken & runnable
-    return _Gate(floor, hopeless, tuple(rules), want)
+    rules_ok = split_ok.sized & ~split_ok.crosses & ~split_ok.too_deep & ~broken & runnable
+    return _Gate(floor, hopeless, tuple(rules), rules_ok & ~hopeless, rules_ok)
 
 
 def _batch_split(q: PlannerParams, c: grid.Candidates, model, gpu) -> tuple[grid.Candidates, _Split]:
