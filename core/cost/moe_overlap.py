@@ -67,8 +67,10 @@ def layer_hidden(a2a_layer, forward_share, parts) -> np.ndarray:
     return np.clip(a2a - layer_exposed(comm, parts), 0.0, a2a)
 
 
-def exposed(total, paired, hidden_layer, layers, sm_share=0.0) -> np.ndarray:
+def exposed(total, paired, hidden_layer, layers, sm_share=0.0, sync_s=0.0) -> np.ndarray:
     """Exposed all-to-all seconds per step: the total less what the paired micro-batches hide (hidden_layer per
-    MoE layer and micro-batch, `layers` = MoE layers x micro-batches), plus the compute the SMs taken cost."""
-    hid = np.minimum(np.asarray(paired) * hidden_layer * layers, total)
-    return total - hid * (1.0 - sm_share)
+    MoE layer and micro-batch, `layers` = MoE layers x micro-batches), plus the compute the SMs taken cost and
+    the schedule's own cost, sync_s per paired layer (Assumptions.moe_overlap_sync_us)."""
+    paired_layers = np.asarray(paired) * layers
+    hid = np.minimum(paired_layers * hidden_layer, total)
+    return total - hid * (1.0 - sm_share) + paired_layers * sync_s

@@ -128,5 +128,5 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
         share = expert_comm.forward_share(lay.recompute, fp8_dispatch)
         hid = moe_overlap.layer_hidden(one, share, costs.moe_parts)
         sms = expert_comm.DEEPEP_SMS / float(s.gpu.sms) if deepep and s.gpu.sms else 0.0
-        exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms)
+        exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms, a.moe_overlap_sync_us * 1e-6)
     return total, (1.0 - a.ep_overlap) * exposed
