@@ -14,6 +14,9 @@ together: both run their attention and memory-bound kernels in 16-bit) and withi
 stay at the values kernel measurements by shape fix (`measured`, each with its source). The objective is the mean
 squared log error within each source, summed over sources (no publication outvotes another by row count). The
 search is a coarse grid over the bounds, then finer grids around the best point (deterministic, no solver needed).
+A fit of a planner assumption instead ('moe_overlap': moe_overlap_sync_us) runs its named rows under trial values of
+that assumption and stores the value, its set and the held-out errors under the file's `assumption_fits`, where
+core.params.planner reads the default.
 """
 
 from __future__ import annotations
