@@ -14,6 +14,9 @@ together: both run their attention and memory-bound kernels in 16-bit) and withi
 stay at the values kernel measurements by shape fix (`measured`, each with its source). The objective is the mean
 squared log error within each source, summed over sources (no publication outvotes another by row count). The
 search is a coarse grid over the bounds, then finer grids around the best point (deterministic, no solver needed).
+A fit of a planner assumption instead ('moe_overlap': moe_overlap_sync_us) runs its named rows under trial values of
+that assumption and stores the value, its set and the held-out errors under the file's `assumption_fits`, where
+core.params.planner reads the default.
 """
 
 from __future__ import annotations
@@ -71,6 +74,22 @@ FITS["llmfoundry"] = {
     "bounds_why": "between FlashAttention (1.0.x CUDA)'s causal forward + backward asymptote on the H100, 133 TFLOP/s "
                   "(0.134), and FlashAttention-2's (0.337), both from Dao-AILab/flash-attention "
                   "assets/flash2_h100_fwd_bwd_benchmark.png, which has no Triton bars",
+}
+# A fit of a planner assumption (core.params.planner ASSUMPTIONS, a name without "record:"), stored with its
+# provenance under the file's `assumption_fits`, from which the assumption's default is read.
+FITS["moe_overlap"] = {
+    "bounds": {"moe_overlap_sync_us": (0.0, 3000.0, 13)},
+    "fitted_by": "scripts/fit_efficiency.py fit 'moe_overlap' (moe_overlap_sync_us: the EP overlap's cost per "
+                 "paired MoE layer)",
+    "sets": {"moe_overlap_sync_us": "the ModelZoo Qwen3-235B-A22B pair on 256 H100 with DeepEP at one layout (TP2 "
+                                    "EP32 PP8 VPP4), 19.7 s without and 17.6 s with --overlap-moe-expert-parallel-"
+                                    "comm (yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md at e865051); "
+                                    "the Megatron-Bridge DeepSeek-V3 and Qwen3-235B rows (the other runs of the "
+                                    "overlap) and the other ModelZoo rows are held out"},
+    "bounds_why": "0 = the schedule costs nothing beyond the SMs DeepEP holds; 3,000 us = about a quarter of one "
+                  "paired Qwen3-235B layer's compute on the H100 (about 11 ms for a forward and a backward, "
+                  "core.cost.step_time.StageCosts.moe_parts), past which the overlap would have lost time on its "
+                  "calibration pair, which it did not",
 }
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
@@ -214,11 +233,18 @@ def group_rows(group: str) -> list[dict]:
     return [r for r in validation.data()["rows"] if r["role"] == "calibration" and r.get("fitted_by") == tag]
 
 
+def _split(values: dict[str, float]) -> tuple[dict[str, float], dict[str, float] | None]:
+    """("record:name" values, planner assumptions or None)."""
+    assumed = {k: v for k, v in values.items() if ":" not in k}
+    return {k: v for k, v in values.items() if ":" in k}, assumed or None
+
+
 def calibration_errors(group: str, values: dict[str, float]) -> dict[str, np.ndarray]:
     """Errors of the fit group's calibration rows under `values`, grouped by publication."""
     wanted = {r["key"] for r in group_rows(group)}
-    with _trial(values):
-        steps = validation.step_rows(roles=("calibration",), keep=lambda r: r["key"] in wanted)
+    records, assumed = _split(values)
+    with _trial(records):
+        steps = validation.step_rows(assumed, roles=("calibration",), keep=lambda r: r["key"] in wanted)
         layers = validation.layer_rows() if "a100-16bit" in _records(group) else None
     out: dict[str, list] = {}
     for source, error in zip(steps.get("source", []), steps.get("error", []), strict=True):
@@ -255,7 +281,7 @@ def fit(group: str) -> tuple[dict[str, float], float]:
             if cost < best_cost:
                 best, best_cost = values, cost
         centre, steps = best, {k: 2 * v / (FINE - 1) for k, v in steps.items()}
-    rounded = {k: round(v) if k.endswith("gemm_k0") else round(v, 3) for k, v in best.items()}
+    rounded = {k: round(v) if k.endswith(("gemm_k0", "_us")) else round(v, 3) for k, v in best.items()}
     return rounded, objective(group, rounded)
 
 
@@ -280,10 +306,8 @@ def _summary(result: validation.Validation, key: str) -> dict:
     return out
 
 
-def _store_subset_fit(doc: dict, group: str, values: dict[str, float], cost: float,
-                      result: validation.Validation) -> None:
-    """A subset fit's provenance, per parameter, in its record's `fits` (the record's own set stays as it is)."""
-    spec = FITS[group]
+def _subset_summary(result: validation.Validation, group: str) -> dict:
+    """Errors of a subset fit's rows and of the held-out rows of their sources."""
     rows = [r["key"] for r in group_rows(group)]
     steps = result.matched[result.matched["source"].isin({r["source"] for r in group_rows(group)})]
     summary = {}
@@ -291,6 +315,15 @@ def _store_subset_fit(doc: dict, group: str, values: dict[str, float], cost: flo
         s = validation.summarize(part["error"], part["source"])
         summary[role] = {"rows": s.rows, "mean_abs_error": round(s.mean_abs_error, 4),
                          "max_abs_error": round(s.max_abs_error, 4), "signed_mean_error": round(s.signed_mean_error, 4)}
+    return summary
+
+
+def _store_subset_fit(doc: dict, group: str, values: dict[str, float], cost: float,
+                      result: validation.Validation) -> None:
+    """A subset fit's provenance, per parameter, in its record's `fits` (the record's own set stays as it is)."""
+    spec = FITS[group]
+    rows = [r["key"] for r in group_rows(group)]
+    summary = _subset_summary(result, group)
     for name, value in values.items():
         key, param = name.split(":")
         lo, hi, _ = spec["bounds"][name]
@@ -301,6 +334,28 @@ def _store_subset_fit(doc: dict, group: str, values: dict[str, float], cost: flo
         doc["calibrations"][key].setdefault("fits", {})[param] = record
         calibration.entry(key).setdefault("fits", {})[param] = record
         print(json.dumps({key: {param: record}}, indent=2))
+
+
+def _store_assumption_fit(doc: dict, group: str, values: dict[str, float], cost: float,
+                          result: validation.Validation) -> None:
+    """A planner assumption's fit under `assumption_fits` (its Spec reads the default from there), with the
+    errors of its set and of every other row that runs the mechanism (`held_out`)."""
+    spec = FITS[group]
+    rows = [r["key"] for r in group_rows(group)]
+    others = result.matched[result.matched["key"].isin(HELD_OUT.get(group, ()))]
+    held = {k: round(float(e), 4) for k, e in zip(others["key"], others["error"], strict=True)}
+    for name, value in values.items():
+        lo, hi, _ = spec["bounds"][name]
+        record = {"value": value, "set": spec["sets"][name], "rows": rows, "fitted_by": spec["fitted_by"],
+                  "objective": "mean squared log(predicted / published) over the set", "bounds": [lo, hi],
+                  "bounds_why": spec["bounds_why"], "cost": round(cost, 6),
+                  "summary": _subset_summary(result, group), "held_out": held, "script": "scripts/fit_efficiency.py"}
+        doc.setdefault("assumption_fits", {})[name] = record
+        print(json.dumps({name: record}, indent=2))
+
+
+# The rows outside a subset fit's sources that run its mechanism, whose errors its record keeps.
+HELD_OUT = {"moe_overlap": ("mb2509-deepseekv3-1024", "mb260401-qwen3_235b_a22b-256")}
 
 
 def main() -> int:
@@ -318,6 +373,10 @@ def main() -> int:
         return 0
     for group in args.fit or FITS:
         values, cost = fit(group)
+        records, assumed = _split(values)
+        if assumed:
+            _store_assumption_fit(doc, group, values, cost, validation.validate(assumed))
+            continue
         for name, value in values.items():
             record, param = name.split(":")
             calibration.entry(record)["values"][param] = value  # the loaded copy: the summaries below use the fit

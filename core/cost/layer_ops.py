@@ -35,7 +35,8 @@ from core.cost.step_input import Layouts
 from core.model.config import ModelConfig
 from core.model.counts import attention_params
 
-PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm)
+PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm),
+# "mlp" / "moe_mlp" (the average layer's and one MoE layer's MLP compute, F / B / W)
 COMPONENTS = ("gemm", "attention", "memory", "tp")
 CROSS_ENTROPY_BYTES = (32.0, 8.0)  # per logit, forward (fp32 softmax passes) and backward (gradient to 16-bit)
 ACT = 2.0  # bytes per 16-bit value
@@ -203,6 +204,10 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
         for ph in PHASES:
             for c in COMPONENTS:
                 out[ph][c] = out[ph][c] + share * mlp["times"][ph][c]
+    # The MLP's compute by phase, averaged over the layers and of one MoE layer (core.cost.moe_overlap pairs it)
+    out["mlp"] = {ph: sum(share * sum(mlp["times"][ph].values()) for share, mlp in mlps) for ph in ("F", "B", "W")}
+    out["moe_mlp"] = {ph: sum(mlps[-1][1]["times"][ph].values()) * (1.0 if moe_layers else 0.0)
+                      for ph in ("F", "B", "W")}
 
     e_h = T * h / np.where(sp, t, 1.0)
     kv_width = np.maximum(model.kv_heads / t, 1.0) * qk

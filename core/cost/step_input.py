@@ -44,6 +44,7 @@ class Assumptions:
     ep_overlap: float = ASSUMPTIONS["ep_overlap"].default
     moe_dispatcher: str = ASSUMPTIONS["moe_dispatcher"].default
     moe_a2a_overlap: bool = ASSUMPTIONS["moe_a2a_overlap"].default
+    moe_overlap_sync_us: float = ASSUMPTIONS["moe_overlap_sync_us"].default
     moe_fp8_dispatch: bool = ASSUMPTIONS["moe_fp8_dispatch"].default
     moe_capacity: float = ASSUMPTIONS["moe_capacity"].default
 

@@ -24,7 +24,7 @@ Every named number is a field of `Assumptions` (core.params.planner.ASSUMPTIONS)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -100,13 +100,17 @@ class StageCosts:
     tail: dict[str, np.ndarray]  # the output layer and loss on the last stage, by component
     tp_exposed: float  # share of TP communication on the critical path (1 - tp_overlap); "tp" entries are before it
     layer_compute: np.ndarray  # one layer's operations without communication, per micro-batch (for the TP ratio)
+    # One MoE layer's compute per micro-batch as Megatron-Core's EP overlap splits it (core.cost.moe_overlap):
+    # attention part (attn + post_attn nodes) and MLP (experts) node, each F / B / W
+    moe_parts: dict[str, np.ndarray] = field(default_factory=dict)
 
     def subset(self, mask) -> StageCosts:
         """The same costs for the candidates where `mask` is true."""
         def pick(d):
             return {k: np.broadcast_to(v, mask.shape)[mask] for k, v in d.items()}
         return StageCosts(self.tf[mask], self.tb[mask], self.tw[mask], pick(self.body), pick(self.head),
-                          pick(self.tail), self.tp_exposed, np.broadcast_to(self.layer_compute, mask.shape)[mask])
+                          pick(self.tail), self.tp_exposed, np.broadcast_to(self.layer_compute, mask.shape)[mask],
+                          pick(self.moe_parts))
 
     @property
     def per_micro(self) -> np.ndarray:
@@ -227,7 +231,16 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     body = {k: layers_dev * v for k, v in _by_component(layer).items()}
     body["pp"] = 2.0 * send
     compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
-    return StageCosts(tf, tb, tw, body, head, tail, exposed, compute)
+    return StageCosts(tf, tb, tw, body, head, tail, exposed, compute, _moe_parts(layer, per_layer))
+
+
+def _moe_parts(layer: dict, per_layer: dict) -> dict[str, np.ndarray]:
+    """One MoE layer's compute split as the EP overlap's nodes run it: the MLP node (experts, shared experts)
+    and the rest of the layer (attention, norms, router, exposed TP; the backward with what recompute re-runs)."""
+    rest = {"F": per_layer["F"], "B": per_layer["B"] + per_layer["R"], "W": per_layer["W"]}
+    out = {f"attn_{ph}": np.maximum(rest[ph] - layer["mlp"][ph], 0.0) for ph in rest}
+    out.update({f"mlp_{ph}": np.asarray(layer["moe_mlp"][ph], dtype=float) for ph in rest})
+    return out
 
 
 def _overlapped_sends(send, chunks, split, forward, backward) -> np.ndarray:

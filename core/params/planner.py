@@ -17,7 +17,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
-from core.params.catalog import calibration_families
+from core.params.catalog import calibration_families, document
 from core.params.memory import MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
 from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
 from core.params.pipeline import DEFAULT_SCHEDULES, PIPELINE, SEARCH_SCHEDULES
@@ -77,6 +77,11 @@ CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.
 MOE_DISPATCHERS = ("alltoall", "deepep")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
+def _fitted(name: str) -> float:
+    """An assumption's default fitted by scripts/fit_efficiency.py (assets/efficiency.json `assumption_fits`)."""
+    return float(document("efficiency.json")["assumption_fits"][name]["value"])
+
+
 ASSUMPTIONS = table(
     CLUSTER["eff"],
     CLUSTER["mem_eff"],
@@ -178,6 +183,15 @@ ASSUMPTIONS = table(
               "all-to-all behind the other's compute of the same layer (megatron/core/pipeline_parallel/"
               "schedules.py, combined 1F1B). Needs ep > 1, no full recompute and, with pipeline parallelism, the "
               "interleaved schedule (transformer_config.py asserts). Off by default, as in Megatron-Core."),
+    Spec("moe_overlap_sync_us", "float", _fitted("moe_overlap_sync_us"), 0.0, 10000.0,
+         label="EP overlap's cost per paired layer", unit="microseconds",
+         help="Time Megatron-Core's EP overlap (moe_a2a_overlap) loses per MoE layer where a forward and a "
+              "backward run paired: the layer is split into ten scheduled nodes that wait on each other across "
+              "two streams, and that 'synchronization between different stages ... aggravates the CPU overhead' "
+              "(Megatron-LM docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md, "
+              "removed in 3c1b98e). Fitted on the ModelZoo Qwen3-235B DeepEP pair with and without the overlap "
+              "(scripts/fit_efficiency.py fit 'moe_overlap', assets/efficiency.json assumption_fits); 0 = the "
+              "ideal schedule."),
     Spec("moe_fp8_dispatch", "bool", False, label="FP8 token dispatch",
          help="Send the dispatch in FP8 (1 byte per value) under FP8 training, as DeepSeek-V3 does "
               "(arXiv:2412.19437, 3.3); the combine and the gradients stay BF16. Megatron-Core dispatches the "
@@ -380,6 +394,7 @@ class PlannerParams:
     ep_overlap: float = PLAN["ep_overlap"].default
     moe_dispatcher: str = PLAN["moe_dispatcher"].default
     moe_a2a_overlap: bool = PLAN["moe_a2a_overlap"].default
+    moe_overlap_sync_us: float = PLAN["moe_overlap_sync_us"].default
     moe_fp8_dispatch: bool = PLAN["moe_fp8_dispatch"].default
     moe_capacity: float = PLAN["moe_capacity"].default
 

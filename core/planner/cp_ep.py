@@ -126,7 +126,7 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
         paired = moe_overlap.paired_share(lay.p, lay.chunks, lay.m, lay.ep, lay.recompute, lay.split)
         one = total / np.maximum(n_moe * lay.m, 1.0)  # one MoE layer, one micro-batch
         share = expert_comm.forward_share(lay.recompute, fp8_dispatch)
-        hid = moe_overlap.hidden(one, share, costs.tf / layers_dev, (costs.tb + costs.tw) / layers_dev)
+        hid = moe_overlap.layer_hidden(one, share, costs.moe_parts)
         sms = expert_comm.DEEPEP_SMS / float(s.gpu.sms) if deepep and s.gpu.sms else 0.0
-        exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms)
+        exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms, a.moe_overlap_sync_us * 1e-6)
     return total, (1.0 - a.ep_overlap) * exposed
