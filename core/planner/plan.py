@@ -19,10 +19,10 @@ The planner derives no formula of its own. For each candidate it asks
 
 Infeasible candidates stay in the frame with their reasons (does not fit, m < p, TP crosses servers, batch does
 not divide, ...); filtering them is the caller's choice. Only candidates that can be feasible are simulated (the
-simulation budget goes where it can change the answer): the others keep every term that needs no simulator and
-no step time, their `timing` column says why. Dimensions the search cannot cover are named in
-`notes` and as infeasible rows (the project's "show, not silently drop"): p above the simulator's 64 devices or
-above the number of layers, t that does not divide the heads.
+simulation budget goes where it can change the answer): those only memory rules out keep every term that needs
+no simulator, the rest no terms; none has a step time, and the `timing` column says why. Dimensions the search
+cannot cover are named in `notes` and as infeasible rows (the project's "show, not silently drop"): p above the
+simulator's 64 devices or above the number of layers, t that does not divide the heads.
 
 This module is the order of those steps; the steps live in core.planner.candidates (the model, the layouts) and
 core.planner.grid (what is searched: the Candidates record), core.planner.simulation (the simulator, cached),
