@@ -57,8 +57,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                                            "measured by the simulator."),
         COLUMNS["step_time_s"]: cc.NumberColumn(format="%.2f"),
         COLUMNS["timing"]: cc.TextColumn(help="Empty when the step time is simulated. Only candidates that can be "
-                                              "feasible are simulated: the others show every term but the pipeline "
-                                              "bubble (CSV), and why they were not timed."),
+                                              "feasible are simulated: those only memory rules out keep every term "
+                                              "but the pipeline bubble (CSV); every untimed row says why."),
         COLUMNS["tokens_per_s"]: cc.NumberColumn(format="localized"),
         COLUMNS["mfu"]: cc.NumberColumn(format="%.1f", help="Model FLOPs (causal attention, no recompute) / "
                                         "(step x G x dense peak of the GEMMs' precision)."),

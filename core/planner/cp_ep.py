@@ -90,7 +90,7 @@ def peak(model, gpu, fp8: bool) -> float:
     return precision_peak.effective_peak(model, gpu, fp8)
 
 
-def communication(s, lay, costs=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def communication(s, lay, costs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(total, exposed) seconds per step of the MoE all-to-all and ring attention's K/V exchange for the layouts
     `lay` (core.cost.step_input.Layouts) of the setting `s` (core.cost.step_input.Setting); `costs` (the layouts'
     core.cost.step_time.StageCosts) is the compute Megatron-Core's EP overlap hides the all-to-all behind."""
@@ -122,7 +122,7 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
     reached = expert_comm.servers_reached(moe, lay.ep, lay.etp, fabric.gpus_per_node) if deepep else None
     total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages, moe.top_k, reached)
     exposed = total
-    if a.moe_a2a_overlap and costs is not None:
+    if a.moe_a2a_overlap:
         paired = moe_overlap.paired_share(lay.p, lay.chunks, lay.m, lay.ep, lay.recompute, lay.split)
         one = total / np.maximum(n_moe * lay.m, 1.0)  # one MoE layer, one micro-batch
         share = expert_comm.forward_share(lay.recompute, fp8_dispatch)
