@@ -40,7 +40,8 @@ FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix
 ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
               "head_dim": "--head-dim", "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp",
               "experts": "--experts", "top_k": "--top-k", "shared_experts": "--shared-experts",
-              "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel"}
+              "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel",
+              "mtp_layers": "--mtp-layers"}
 ANY_MODEL_FLAGS = {"flash": "--flash"}  # a preset takes these too
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
              "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",

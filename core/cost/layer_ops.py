@@ -305,6 +305,29 @@ def output_times(model: ModelConfig, r: Rates, micro_batch_size, t, sp, fabric: 
     return out
 
 
+def mtp_times(model: ModelConfig, r: Rates, micro_batch_size, t, sp, fabric: collective.Fabric,
+              fused: bool = True) -> dict:
+    """What one multi-token prediction depth adds on the last stage besides its transformer layer: the shared
+    embedding of the shifted tokens, the two input norms and the column-parallel 2h x h projection (Megatron-Core
+    MultiTokenPredictionLayer eh_proj), and one more output layer with its loss (the shared output head)."""
+    b, t = np.asarray(micro_batch_size, dtype=float), np.asarray(t, dtype=float)
+    out = output_times(model, r, b, t, sp, fabric, fused)
+    emb = embedding_times(model, r, b, t, sp, fabric)
+    T, h = b * model.seq, model.hidden
+    for ph in ("F", "B"):
+        for c in COMPONENTS:
+            out[ph][c] = out[ph][c] + emb[ph][c]
+    e_h = T * h / np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    out["F"]["gemm"] += gemm_time(r, T, h / t, 2.0 * h)
+    out["B"]["gemm"] += gemm_time(r, T, 2.0 * h, h / t)
+    w_gemm, w_add = weight_gradient(r, 2.0 * h, h / t, T, fused)
+    out["W"]["gemm"] += w_gemm
+    out["W"]["memory"] += w_add
+    out["F"]["memory"] += stream_time(r, 2 * 4.0 * e_h)  # enorm, hnorm (read and write 16-bit)
+    out["B"]["memory"] += stream_time(r, 2 * 6.0 * e_h)
+    return out
+
+
 def total(times: dict, phases=PHASES) -> np.ndarray:
     """Sum over components of the given phases."""
     return sum(times[ph][c] for ph in phases for c in COMPONENTS)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from core.cost.rates import Rates
+from core.model import stage_split
 from core.model.config import GpuSpec, ModelConfig
 from core.params.planner import ASSUMPTIONS, WHY
 
@@ -32,6 +33,7 @@ class Assumptions:
     pp_overlap: bool = ASSUMPTIONS["pp_overlap"].default
     cp_comm: str = ASSUMPTIONS["cp_comm"].default
     param_sync_ahead: bool = ASSUMPTIONS["param_sync_ahead"].default
+    ends_in_split: bool = ASSUMPTIONS["ends_in_split"].default
     dp_bucket: float = ASSUMPTIONS["dp_bucket"].default
     grad_reduce_bytes: float = ASSUMPTIONS["grad_reduce_bytes"].default
     ring_loss: float = ASSUMPTIONS["ring_loss"].default
@@ -140,9 +142,15 @@ class Layouts:
         """Ranks the dense weights' gradients are reduced over: d x cp (Megatron's data-parallel-with-cp group)."""
         return self.d * self.cp
 
-    def device_layers(self, model: ModelConfig) -> np.ndarray:
-        """Transformer layers on the fullest device: ceil(L / (p v)) per chunk, v chunks."""
-        return np.ceil(model.layers / (self.p * self.chunks)) * self.chunks
+    def stage_layers(self, model: ModelConfig, ends_in_split: bool = False) -> tuple[np.ndarray, ...]:
+        """(layers of the fullest middle stage, of the first, of the last) of the p x chunks stages
+        (core.model.stage_split)."""
+        return stage_split.stage_layers(model.layers, self.p, self.chunks, model.mtp_layers, ends_in_split)
+
+    def device_layers(self, model: ModelConfig, ends_in_split: bool = False) -> np.ndarray:
+        """Transformer layers on the fullest device: v chunks of the fullest middle stage's count (ceil(L / (p v))
+        when the layers split evenly)."""
+        return self.stage_layers(model, ends_in_split)[0] * self.chunks
 
     def take(self, rows) -> Layouts:
         """The same layouts at `rows` (a mask or indices); scalar fields stay scalars."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from core.cost import calibration, collective, comm, dp_comm, flops, scale_loss
 from core.cost.gemm import stream_time
-from core.cost.layer_ops import COMPONENTS, PHASES, embedding_times, layer_times, output_times
+from core.cost.layer_ops import COMPONENTS, PHASES, embedding_times, layer_times, mtp_times, output_times
 from core.cost.step_input import Assumptions, Layouts, Setting, StepInput
 from core.model.config import GpuSpec, ModelConfig
 from core.params.memory import RECOMPUTE_MODES
@@ -177,6 +177,9 @@ def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> tuple[dict
     b = one.micro_batch_size / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
     head = _by_component(embedding_times(s.model, r, b, one.t, one.sp, fabric))
     tail = _by_component(output_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))
+    if s.model.mtp_layers:  # each prediction depth's embedding, projection and output layer (its layer: stage_costs)
+        extra = _by_component(mtp_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))
+        tail = {c: tail[c] + s.model.mtp_layers * extra[c] for c in tail}
     if rows is None:
         return layer, head, tail
 
@@ -211,7 +214,7 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     _hide_tp(layer, lay, a)
     exposed = 1.0 - a.tp_overlap
     per_layer = {ph: sum(layer[ph][c] * (exposed if c == "tp" else 1.0) for c in COMPONENTS) for ph in PHASES}
-    layers_dev = lay.device_layers(model)
+    head, tail, layers_dev = _end_stages(model, lay, a, _by_component(layer), head, tail)
 
     # Pipeline sends: one activation per chunk forward, one gradient per chunk backward, each 1/t of the s x b x h
     # tensor when t > 1 (Megatron's scatter/gather, or sequence parallelism), over the link between stages: the
@@ -232,6 +235,18 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     body["pp"] = 2.0 * send
     compute = sum(layer[ph][c] for ph in ("F", "B", "W") for c in ("gemm", "attention", "memory"))
     return StageCosts(tf, tb, tw, body, head, tail, exposed, compute, _moe_parts(layer, per_layer))
+
+
+def _end_stages(model: ModelConfig, lay: Layouts, a: Assumptions, one: dict, head: dict, tail: dict
+                ) -> tuple[dict, dict, np.ndarray]:
+    """(what the first and last stages hold beyond a middle stage's layers, by component; layers on the fullest
+    device). `one` is one layer. The last stage also runs each prediction depth's layer; where the ends count in
+    the split (core.model.stage_split), the end stages hold fewer layers than the middle ones (head / tail
+    may then be negative: lighter than a middle stage)."""
+    mid, first, last = lay.stage_layers(model, a.ends_in_split)
+    head = {c: head[c] + (first - mid) * one[c] for c in head}
+    tail = {c: tail[c] + (last - mid + model.mtp_layers) * one[c] for c in tail}
+    return head, tail, mid * lay.chunks
 
 
 def _moe_parts(layer: dict, per_layer: dict) -> dict[str, np.ndarray]:
@@ -260,12 +275,14 @@ def estimate(x: StepInput) -> dict[str, np.ndarray]:
     together = np.asarray(x.last_on_first, dtype=bool) | (p == 1)  # both end stages on the first device
     first_dev = costs.per_micro + costs.head_total + np.where(together, costs.tail_total, 0.0)
     last_dev = np.where(together, 0.0, costs.per_micro + costs.tail_total)
-    first_busiest = first_dev >= last_dev
-    busy = m * np.maximum(first_dev, last_dev)
+    middle = (p > 2) | (together & (p > 1))  # a device with middle stages only (the busiest where the ends are light)
+    middle_dev = np.where(middle, costs.per_micro, 0.0)
+    busiest = np.argmax(np.stack(np.broadcast_arrays(first_dev, last_dev, middle_dev)), axis=0)
+    busy = m * np.maximum(np.maximum(first_dev, last_dev), middle_dev)
     out = {}
     for k in ("gemm", "attention", "memory_bound", "tp"):
         with_head = costs.body[k] + costs.head[k] + np.where(together, costs.tail[k], 0.0)
-        out[k] = m * np.where(first_busiest, with_head, costs.body[k] + costs.tail[k])
+        out[k] = m * np.choose(busiest, [with_head, costs.body[k] + costs.tail[k], costs.body[k]])
     tp_comm = out["tp"]
     out["tp"] = tp_comm * costs.tp_exposed
     out["pp"] = m * costs.body["pp"]
@@ -288,7 +305,8 @@ def estimate(x: StepInput) -> dict[str, np.ndarray]:
         "compute_s": out["gemm"] + out["attention"] + out["memory_bound"],
         "tp_comm_s": tp_comm, "dp_comm_s": dp.total, "dp_exposed_s": dp.exposed, **totals, "busy_s": busy,
         "step_time_s": step, "tokens_per_s": flops.tokens_per_second(s.batch, model.seq, step),
-        "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * lay.device_layers(model), 1e-30),
+        "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * lay.device_layers(model, a.ends_in_split),
+                                                  1e-30),
         **utilization(model, gpu, gpus=s.gpus, batch=s.batch, recompute=lay.recompute, step=step,
                        precision=s.precision),
     })
@@ -311,7 +329,7 @@ def _data_parallel(x: StepInput) -> dp_comm.DpTime:
     windows = {"fwd": fwd, "bwd": bwd, "chunks": chunks, "drain": drain}
     if s.a.param_sync_ahead:
         windows["lead"] = fwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
-    layers = lay.device_layers(s.model)
+    layers = lay.device_layers(s.model, s.a.ends_in_split)
     n = lay.dp_group
     grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)
     dense = dp_comm.Group(n, fabric.members_per_node(n, lay.t), x.psi_rank, s.param_bytes, grad)

@@ -56,6 +56,17 @@ def moe_layers_on_stage(model, p) -> np.ndarray:
     return np.minimum(np.ceil(model.layers / p), model.moe_layers)
 
 
+def moe_layers_on_fullest(model, p, mtp: int = 0) -> np.ndarray:
+    """MoE layers of the stage holding the most, with `mtp` multi-token prediction depths (MoE layers) on the last
+    stage: ceil(L / p) on the fullest, and on the last what the others leave, L - (p - 1) ceil(L / p), plus them."""
+    fullest = moe_layers_on_stage(model, p)
+    if not mtp:
+        return fullest
+    p = np.asarray(p, dtype=float)
+    left = np.clip(model.layers - (p - 1) * np.ceil(model.layers / p), 0, model.moe_layers)
+    return np.maximum(fullest, left + mtp)
+
+
 def expert_params_per_layer(model) -> float:
     """Routed-expert parameters of one MoE layer (the count in use, scaled like model.expert_params)."""
     return model.expert_params / model.moe_layers if model.moe_layers else 0.0

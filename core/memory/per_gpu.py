@@ -75,9 +75,11 @@ class ModelMemory:
     moe: MoeConfig | None = None
     moe_layers: int = 0
     head_dim: int = 0  # channels per attention head; 0: hidden / heads
+    mtp_layers: int = 0  # multi-token prediction depths on the last stage (core.model.counts.mtp_params)
+    mtp_dense: float = 0.0  # their parameters outside the routed experts (whose experts are MoE layers' own size)
 
     def __post_init__(self) -> None:
-        for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params"):
+        for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params", "mtp_dense"):
             validate.number(name, getattr(self, name), 0, MAX_PSI)
         if not self.kv_heads:
             object.__setattr__(self, "kv_heads", self.heads)
@@ -111,7 +113,8 @@ class ModelMemory:
                    flash_attention=model.flash_attention, parallel_block=model.parallel_block,
                    gemm_share=fp8_bytes.gemm_share(model),
                    expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers,
-                   head_dim=model.head_dim if model.decoupled_heads else 0)
+                   head_dim=model.head_dim if model.decoupled_heads else 0, mtp_layers=model.mtp_layers,
+                   mtp_dense=counts.mtp_params(model)["dense"])
 
 
 def block_params(dense, embedding, tied: bool, layers: int) -> float:
@@ -220,7 +223,18 @@ def dense_split(m: ModelMemory, t, p) -> tuple[np.ndarray, np.ndarray]:
     if m.embedding == 0 or m.embedding * matrices >= m.dense_params:
         return np.asarray(m.dense_params / (t * p), dtype=float), layer
     body = np.where((p > 1) & (not m.tied), m.dense_params - m.embedding, m.dense_params)
-    return np.asarray(split_params(body, t, p, "embedding-on-ends", m.embedding), dtype=float), layer
+    rank = np.asarray(split_params(body, t, p, "embedding-on-ends", m.embedding), dtype=float)
+    return rank + _mtp_dense(m, p) / t, layer
+
+
+def _mtp_dense(m: ModelMemory, p) -> np.ndarray:
+    """What multi-token prediction adds to the last stage's dense parameters: its layers and projections, and
+    under pipelining with an untied output layer the last stage's own copy of the embedding, which Megatron-Core
+    builds wherever the MTP block runs (GPTModel: embedding if pre_process or mtp_process)."""
+    if not m.mtp_layers:
+        return np.zeros(np.shape(p))
+    copy = m.embedding if (m.embedding and not m.tied) else 0.0
+    return m.mtp_dense + np.where(np.asarray(p) > 1, copy, 0.0)
 
 
 def dense_bytes(cfg: MemoryConfig) -> dict[str, float]:
@@ -298,7 +312,7 @@ def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
     t, ep = np.asarray(lay.t), np.asarray(lay.ep)
     etp = np.where(np.asarray(lay.etp) > 0, lay.etp, t)
     per_layer = moe.expert_params_per_layer(m)
-    rank = moe.moe_layers_on_stage(m, lay.p) * per_layer / (ep * etp)
+    rank = moe.moe_layers_on_fullest(m, lay.p, m.mtp_layers) * per_layer / (ep * etp)
     group = np.maximum(t * np.asarray(lay.d) * np.asarray(lay.cp) // np.maximum(ep * etp, 1), 1)
     zero = np.asarray(lay.zero)
     states = moe.sharded_states(rank, group, zero, **kw).total
@@ -363,18 +377,31 @@ def end_stages(cfg: MemoryConfig) -> EndStages:
     layers_dev = np.ceil(m.layers / (p * chunks)) * chunks
     shape = activation_shape(cfg)
     both = (p == 1) | np.asarray(inf.last_on_first, dtype=bool)
-    return EndStages(layers_dev, act.stage_bytes(shape, layers_dev, inf.first, first=True, last=both),
-                     act.stage_bytes(shape, layers_dev, inf.last, first=False, last=True),
-                     _extra(cfg, inf.first), _extra(cfg, inf.last), both)
+    k = m.mtp_layers  # each prediction depth: one more layer, embedding and fp32 logits on the last stage
+    last_extra = _extra(cfg, inf.last, k) + k * np.asarray(inf.last) * _ends_bytes(cfg)
+    first_extra = _extra(cfg, inf.first, np.where(both, k, 0)) + np.where(both, k * np.asarray(inf.first)
+                                                                         * _ends_bytes(cfg), 0.0)
+    return EndStages(layers_dev, act.stage_bytes(shape, layers_dev + np.where(both, k, 0), inf.first, first=True,
+                                                 last=both),
+                     act.stage_bytes(shape, layers_dev + k, inf.last, first=False, last=True),
+                     first_extra, last_extra, both)
 
 
-def _extra(cfg: MemoryConfig, inflight) -> np.ndarray:
-    """Beyond the dense layers' formula: the MoE layers' expert activations on the fullest stage for the
-    micro-batches in flight, and ring attention's transient K/V buffers."""
+def _ends_bytes(cfg: MemoryConfig) -> np.ndarray:
+    """One micro-batch's embedding and output-layer activations (what a prediction depth repeats)."""
+    m, lay, tr = cfg.model, cfg.layout, cfg.training
+    args = (m.seq, tr.micro_batch_size, m.hidden)
+    return (act.embedding_bytes(*args, lay.t, tr.sequence_parallel, lay.cp)
+            + act.output_bytes(*args, m.vocab, lay.t, tr.sequence_parallel, lay.cp))
+
+
+def _extra(cfg: MemoryConfig, inflight, mtp=0) -> np.ndarray:
+    """Beyond the dense layers' formula: the MoE layers' expert activations on the fullest stage (plus `mtp`
+    prediction depths' MoE layers) for the micro-batches in flight, and ring attention's transient K/V buffers."""
     m, lay, tr = cfg.model, cfg.layout, cfg.training
     ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
                              head_dim=m.head_dim)
     if not m.is_moe or m.moe is None:
         return ring
     extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)
-    return extra * moe.moe_layers_on_stage(m, lay.p) * np.asarray(inflight) + ring
+    return extra * (moe.moe_layers_on_stage(m, lay.p) + mtp) * np.asarray(inflight) + ring

@@ -103,6 +103,7 @@ class ModelConfig:
     attention. bias/norm/position/embed_norm only move the parameter count by O(h) per layer. `moe` replaces MLPs
     by routed experts (core.model.blocks.MoeConfig), `mla` the attention by multi-head latent attention.
     flash_attention and dropout only change the step time (core.cost.layer_ops) and, for flash, the activations.
+    mtp_layers: multi-token prediction modules (DeepSeek-V3) after the last layer, outside `params` as published.
     parallel_block: attention and MLP read the same normed input and add to one residual branch (GPT-J, GPT-NeoX,
     PaLM): the same weights and FLOPs, one norm, one residual add and (with TP) one all-reduce per block forward.
     kv_channels (the `head_dim` input) decouples the head size from hidden / heads (Qwen3, Gemma): Q is
@@ -137,13 +138,14 @@ class ModelConfig:
     params_active_published: float | None = None
     other_layouts: tuple[PublishedLayout, ...] = ()
     kv_channels: int = 0  # the head size as given (Megatron-LM's name; JSON / URL key head_dim); 0 = hidden // heads
+    mtp_layers: int = 0  # multi-token prediction depths on the last stage (core.model.counts.mtp_params)
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
         if not self.name.strip():
             raise InputError("name: must not be empty")
-        _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq")}
-                 | {"kv_channels": "head_dim"})
+        _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
+                                               "mtp_layers")} | {"kv_channels": "head_dim"})
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)

@@ -149,6 +149,30 @@ def active_params(model):
     return breakdown(model)["active"]
 
 
+def mtp_params(model) -> dict[str, float]:
+    """Parameters of the multi-token prediction modules, which the published counts leave out (DeepSeek-V3's 671B
+    excludes its 14B MTP module, whose Hugging Face copy adds its own embedding and output head): per depth one
+    layer of the last layer's kind (MoE where the model has experts), the 2h x h projection of [hidden; embedded
+    next token] and its two input norms plus a final norm (arXiv:2412.19437 section 2.2; Megatron-Core
+    MultiTokenPredictionLayer enorm, hnorm, eh_proj, final_layernorm). The embedding and output layer are shared.
+    `experts` = the routed experts among them."""
+    k = float(getattr(model, "mtp_layers", 0))
+    if not k:
+        return {"dense": 0.0, "experts": 0.0, "total": 0.0}
+    h, f = float(model.hidden), float(model.ffn)
+    norm = 2 * h if model.norm == "layernorm" else h
+    moe = getattr(model, "moe", None)
+    dense = attention_params(model) + 2 * norm + 2 * h * h + 3 * norm
+    experts = 0.0
+    if moe:
+        expert = mlp_params(h, moe.expert_ffn or f, model.swiglu, model.bias)
+        dense += moe.shared * expert + h * moe.experts
+        experts = moe.experts * expert
+    else:
+        dense += mlp_params(h, f, model.swiglu, model.bias)
+    return {"dense": k * dense, "experts": k * experts, "total": k * (dense + experts)}
+
+
 def matmul_params_per_layer(model):
     """Weights one token multiplies by in an average layer (active experts only, router included): the 2 x N
     FLOPs per token of a layer's matmuls. Equals layer_matmul_params for a dense model."""

@@ -126,6 +126,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
         bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
         flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], kv_channels=v["head_dim"],
+        mtp_layers=v["mtp_layers"],
     )
 
 

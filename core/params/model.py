@@ -57,6 +57,11 @@ MODEL = table(
          help="Inner width of each expert (0 = the FFN size above; fine-grained experts are narrower)."),
     Spec("dense_layers", "int", 0, 0, 1024, label="Leading dense layers",
          help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
+    Spec("mtp_layers", "int", 0, 0, 8, label="Multi-token prediction layers",
+         help="Extra prediction depths after the last layer (DeepSeek-V3: 1, arXiv:2412.19437 section 2.2; Megatron-LM "
+              "--mtp-num-layers): each is one more transformer layer of the model's kind with a 2h x h projection, "
+              "sharing the embedding and output layer, and runs on the last pipeline stage. Its parameters are "
+              "not in the model's published count."),
     Spec("flash", "bool", False, label="Flash attention",
          help="Fused attention kernel: no s x s scores in memory or traffic (changes step time and activations)."),
     Spec("parallel", "bool", False, label="Parallel attention + MLP",

@@ -38,7 +38,7 @@ MAX_HEADROOM_GB = 10_000.0
 _CHOICE_ALL = "all"
 
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params", "mlp", "tied",
-                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel")
+                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "mtp_layers")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
 _any_model = ("flash",)
 FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
@@ -131,6 +131,12 @@ ASSUMPTIONS = table(
               "micro-batches (pipeline_parallel/schedules.py, param_sync_func, core_r0.8.0), so only the first "
               "chunk's gather must wait; off, each chunk's gather hides only behind its own first forward, as "
               "FSDP's gather at first use does under PyTorch's pipelining."),
+    Spec("ends_in_split", "bool", False, label="Embedding and loss count as layers of the pipeline split",
+         help="Megatron-LM --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split (or a "
+              "--pipeline-model-parallel-layout that does the same, with one slot per multi-token prediction "
+              "depth: Megatron-Bridge's DeepSeek-V3 'Et|(tt|)*30mL'): the first and last pipeline stages give a "
+              "layer slot each to the embedding and the loss, so they are not slower than the others; off, the "
+              "layers split evenly and the ends carry the embedding and output layer on top (the default)."),
     Spec("dp_bucket", "float", 0.0, 0.0, 100000.0, label="Gradient bucket size", unit="million parameters",
          help="Gradients are reduced in buckets during the backward, one collective (and its latency) each. 0 = "
               "Megatron-LM's default, max(40, d) million parameters (megatron/core/distributed/"
@@ -332,6 +338,7 @@ class PlannerParams:
     heads: int = PLAN["heads"].default
     kv_heads: int = PLAN["kv_heads"].default
     head_dim: int = PLAN["head_dim"].default
+    mtp_layers: int = PLAN["mtp_layers"].default
     ffn: int = PLAN["ffn"].default
     vocab: int = PLAN["vocab"].default
     seq: int = PLAN["seq"].default
@@ -381,6 +388,7 @@ class PlannerParams:
     dp_overlap: float = PLAN["dp_overlap"].default
     pp_overlap: bool = PLAN["pp_overlap"].default
     param_sync_ahead: bool = PLAN["param_sync_ahead"].default
+    ends_in_split: bool = PLAN["ends_in_split"].default
     cp_comm: str = PLAN["cp_comm"].default
     dp_bucket: float = PLAN["dp_bucket"].default
     grad_reduce_bytes: float = PLAN["grad_reduce_bytes"].default

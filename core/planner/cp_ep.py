@@ -96,7 +96,7 @@ def communication(s, lay, costs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     core.cost.step_time.StageCosts) is the compute Megatron-Core's EP overlap hides the all-to-all behind."""
     model, gpu, a = s.model, s.gpu, s.a
     fabric = collective.Fabric.of(gpu, a)
-    layers_dev = lay.device_layers(model)
+    layers_dev = lay.device_layers(model, a.ends_in_split)
     out = {}
     if model.is_moe:
         out["a2a"] = _all_to_all(s, lay, costs, layers_dev)

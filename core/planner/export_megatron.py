@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 
+from core.model import stage_split
 from core.planner.export_base import Export, confirmed, launch, refusal
 from core.planner.layout import Layout
 
@@ -31,21 +32,7 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     if layout.schedule == "interleaved" and p > 1:
         a += ["--num-virtual-stages-per-pipeline-rank", str(layout.v)]
-    if m.layers % p and (m.layers + 2) % p == 0:
-        a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
-        notes.append(f"{m.layers} layers over {p} stages: counting the embedding and the loss as one layer each gives "
-                     f"{(m.layers + 2) // p} per stage, so the first and last stages hold one transformer layer fewer "
-                     "(what Llama 3 405B and BLOOM did).")
-    elif m.layers % p:
-        split = _uneven_split(m.layers, p)
-        if split is None:
-            notes.append(f"{m.layers} layers do not split over {p} stages; Megatron needs layers divisible by the "
-                         "pipeline size or an explicit first/last stage size.")
-        else:
-            a += ["--decoder-first-pipeline-num-layers", str(split[0]),
-                  "--decoder-last-pipeline-num-layers", str(split[1])]
-            notes.append(f"{m.layers} layers over {p} stages: first {split[0]}, last {split[1]}, the others "
-                         f"{-(-m.layers // p)} each.")
+    a += _pipeline_split(layout, notes)
     if layout.sequence_parallel and t > 1:
         a.append("--sequence-parallel")
         if layout.tp_comm_overlap:
@@ -59,6 +46,11 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     if m.decoupled_heads and m.mla is None:  # Megatron-LM's default kv_channels is hidden_size // num_attention_heads
         a += ["--kv-channels", str(m.head_dim)]
     a += _latent_attention(layout) + _experts(layout, notes) + _context(layout, notes)
+    if m.mtp_layers:
+        a += ["--mtp-num-layers", str(m.mtp_layers)]
+        notes.append(f"{m.mtp_layers} multi-token prediction depth(s) on the last stage (DeepSeek-V3's MTP)"
+                     + ("." if m.position == "rope" else "; Megatron-LM asserts rotary (or no) position embeddings "
+                        "for MTP (megatron/training/arguments.py validate_args), so this model needs them."))
     a += ["--seq-length", str(m.seq), "--max-position-embeddings", str(m.seq)]
     if m.position == "rope":
         a += ["--position-embedding-type", "rope"]
@@ -98,6 +90,45 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     elif t > 1 and "--use-megatron-fsdp" not in a:
         notes.append("Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (before Blackwell).")
     return a, notes
+
+
+def _pipeline_split(layout: Layout, notes: list[str]) -> list[str]:
+    """How the layers split over the stages: the ends counted in the split where the question says so, else
+    Megatron-LM's flags for a count that does not divide by p."""
+    m, p = layout.model, layout.p
+    out: list[str] = []
+    if layout.ends_in_split and p > 1:
+        out += _ends_in_split(layout, notes)
+    elif m.layers % p and (m.layers + 2) % p == 0:
+        out += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        notes.append(f"{m.layers} layers over {p} stages: counting the embedding and the loss as one layer each gives "
+                     f"{(m.layers + 2) // p} per stage, so the first and last stages hold one transformer layer fewer "
+                     "(what Llama 3 405B and BLOOM did).")
+    elif m.layers % p:
+        split = _uneven_split(m.layers, p)
+        if split is None:
+            notes.append(f"{m.layers} layers do not split over {p} stages; Megatron needs layers divisible by the "
+                         "pipeline size or an explicit first/last stage size.")
+        else:
+            out += ["--decoder-first-pipeline-num-layers", str(split[0]),
+                  "--decoder-last-pipeline-num-layers", str(split[1])]
+            notes.append(f"{m.layers} layers over {p} stages: first {split[0]}, last {split[1]}, the others "
+                         f"{-(-m.layers // p)} each.")
+    return out
+
+
+def _ends_in_split(layout: Layout, notes: list[str]) -> list[str]:
+    """The embedding, the loss and each prediction depth as layer slots of the split (core.model.stage_split):
+    Megatron-LM's two account-for flags where they say it exactly (no MTP, equal stages), else the layout string."""
+    m, p = layout.model, layout.p
+    stages = p * (layout.v if layout.schedule == "interleaved" else 1)
+    if not m.mtp_layers and (m.layers + 2) % stages == 0:
+        notes.append(f"The embedding and the loss count as one layer each: {(m.layers + 2) // stages} slots per "
+                     "stage, the first and last stages one transformer layer fewer.")
+        return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    plan = stage_split.layout_string(m.layers, stages, m.mtp_layers)
+    notes.append(f"Layers per stage as timed: {plan} (E embedding, t layer, m prediction depth, L loss).")
+    return ["--pipeline-model-parallel-layout", plan]
 
 
 def _runs(values: list[int]) -> str:

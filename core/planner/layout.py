@@ -52,6 +52,7 @@ class Layout:
     cp_comm: str = "p2p"  # context parallelism's K/V exchange (core.params.planner CP_COMMS)
     moe_dispatcher: str = "alltoall"  # how the expert all-to-all moves tokens (core.cost.expert_comm)
     moe_a2a_overlap: bool = False  # Megatron-Core's batch-level EP overlap (core.cost.moe_overlap)
+    ends_in_split: bool = False  # the embedding, loss and MTP depths take layer slots (core.model.stage_split)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -76,7 +77,7 @@ class Layout:
                                      ("moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
-        for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap"):
+        for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap", "ends_in_split"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name}: expected true or false")
         if self.zero_stage not in (0, 1, 2, 3):

@@ -119,7 +119,7 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   gpus_per_node=gpu.gpus_per_node, cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"]),
                   reshard=bool(row.get("reshard", True)), tp_comm_overlap=bool(row.get("tp_comm_overlap", False)),
                   cp_comm=q.cp_comm, moe_dispatcher=q.moe_dispatcher,
-                  moe_a2a_overlap=bool(q.moe_a2a_overlap))
+                  moe_a2a_overlap=bool(q.moe_a2a_overlap), ends_in_split=bool(q.ends_in_split))
 
 
 def _plain(value: Any) -> Any:

@@ -161,8 +161,10 @@ def simulated_costs(schedule, tf, tb, tw, first, last, p, split=None) -> dict[st
     w = np.where(split, tw, 0.0) / tf
     single = np.asarray(p) == 1
     return {"split": split, "tb": np.maximum(np.round(b / step), 1) * step, "tw": np.round(w / step) * step,
-            "first": np.where(single, 1.0, 1.0 + np.round((np.asarray(first) - 1.0) / FACTOR_STEP) * FACTOR_STEP),
-            "last": np.where(single, 1.0, 1.0 + np.round((np.asarray(last) - 1.0) / FACTOR_STEP) * FACTOR_STEP)}
+            "first": np.where(single, 1.0, np.maximum(1.0 + np.round((np.asarray(first) - 1.0) / FACTOR_STEP)
+                                                      * FACTOR_STEP, FACTOR_STEP)),
+            "last": np.where(single, 1.0, np.maximum(1.0 + np.round((np.asarray(last) - 1.0) / FACTOR_STEP)
+                                                     * FACTOR_STEP, FACTOR_STEP))}
 
 
 def sim_codes(c: dict, costs: step_time.StageCosts) -> np.ndarray:
