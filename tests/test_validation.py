@@ -120,8 +120,10 @@ def test_llama3_runs_one_layer_per_model_chunk(result):
     rows = ["llama3-405b-8192-s8k", "llama3-405b-16384-s8k", "llama3-405b-16384-s128k"]
     assert list(s.loc[rows, "v"]) == [8, 8, 8] and all("v" not in c for c in s.loc[rows, "chosen"])
     errors = s.loc[rows, "error"].to_numpy()
-    # 8K, 8K, 128K: all fast; the 128K row with Meta's exposed all-gather CP (tests/test_cp_comm.py)
-    assert errors == pytest.approx([-0.041, -0.037, -0.085], abs=0.003)
+    # 8K, 8K, 128K: all fast, with the end stages one layer lighter as Meta ran them (ends_in_split; with the output
+    # layer on top of a full last stage they read -4.1 / -3.7 / -8.5 %); the 128K row with Meta's exposed
+    # all-gather CP (tests/test_cp_comm.py)
+    assert errors == pytest.approx([-0.118, -0.117, -0.127], abs=0.003)
     assert (s.loc[rows[1], "predicted_value"] / s.loc[rows[0], "predicted_value"]
             == pytest.approx(400 / 430, abs=0.01))  # the 8K drift from 8,192 to 16,384 GPUs is Meta's
 
