@@ -21,8 +21,9 @@ from ui import cache_planner as cp
 ZERO_PAGE = str(ROOT / "pages" / "zero.py")
 STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 CUSTOM_MOE = dict(model="custom", layers=24, hidden=2048, heads=16, kv_heads=4, ffn=5632, vocab=32000, mlp="swiglu",
-                  tied=False, experts=16, top_k=2, shared_experts=1, expert_ffn=1408, dense_layers=1, flash=True)
-QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, custom dense and custom MoE
+                  tied=False, experts=16, top_k=2, shared_experts=1, expert_ffn=1408, dense_layers=1, flash=True,
+                  mtp_layers=1)  # with a multi-token prediction depth on the last stage
+QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, custom dense, custom MoE with MTP
     "gpt3-175b": PlannerParams(gpus=256, batch=512, mb_sizes=(1, 2)),
     "llama3-70b": PlannerParams(model="llama3-70b", gpus=64, batch=512),
     "mixtral": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, mb_sizes=(1, 2)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.params import Spec, catalog, table
-from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP
+from core.params.memory import ACTIVATIONS, EQUIVALENCE, FSDP, MAX_PSI
 from core.params.model import MODEL
 from core.params.planner import PLAN
 
@@ -59,6 +59,11 @@ CUSTOM = table(
     _paper_default(MODEL["tied"], "tied"),
     ACTIVATIONS["flash"],
     FSDP["block_params"],
+    MODEL["mtp_layers"],
+    Spec("mtp_params", "int", 0, 0, MAX_PSI, label="Multi-token prediction parameters", unit="parameters",
+         help="What the prediction depths hold outside routed experts (their layers' attention, norms, shared "
+              "experts, router and 2h x h projections, core.model.counts.mtp_params), on the last stage with "
+              "mtp_layers > 0; their routed experts are the MoE layers' size. The planner's links fill it in."),
 )
 MOE = table(*(MODEL[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")))
 SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s", unit="tokens",

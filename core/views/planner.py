@@ -189,6 +189,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
                  "block_params": round(mem.layer_params), "largest_layer": round(mem.largest_module), "seq": m.seq}
         if m.decoupled_heads:
             base["head_dim"] = m.head_dim
+        if m.mtp_layers:
+            base |= {"mtp_layers": m.mtp_layers, "mtp_params": round(mem.mtp_dense)}
         if m.is_moe:
             base |= {"expert_params": round(m.expert_params), "experts": m.moe.experts, "top_k": m.moe.top_k,
                      "shared_experts": m.moe.shared, "expert_ffn": m.moe.expert_ffn, "dense_layers": m.moe.first_dense}

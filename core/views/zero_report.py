@@ -49,6 +49,8 @@ class Shape:
     shared_experts: int = 0
     expert_ffn: int = 0
     dense_layers: int = 0
+    mtp_layers: int = 0  # multi-token prediction depths on the last stage
+    mtp_params: float = 0.0  # their parameters outside routed experts
     model: str = "custom"  # a preset key: its own architecture (seq may differ: trained at another length)
 
 
@@ -103,7 +105,8 @@ def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
         vocab=shape.vocab, kv_heads=shape.kv_heads, ffn=shape.ffn, embedding=float(embedding), tied=shape.tied,
         layer_params=float(shape.block_params), largest_module=float(q.largest_layer),
         flash_attention=shape.flash, gemm_share=share, expert_params=float(q.expert_params), moe=moe,
-        moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim)
+        moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim,
+        mtp_layers=shape.mtp_layers, mtp_dense=float(shape.mtp_params) if shape.mtp_layers else 0.0)
 
 
 def bytes_per_param(q: ZeroParams) -> memory.BytesPerParam:
