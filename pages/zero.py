@@ -72,7 +72,8 @@ def inputs(v: dict, shape) -> None:
     custom = v["model"] == "custom"
     with st.expander("Optimizer, precision, the t x p split and experts"):
         experts = ("expert_params", "ep", "etp") if custom else ("ep", "etp")
-        grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", *experts), 3)
+        grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", "ends_in_split",
+                            *experts), 3)
     with st.expander("Offload, reserve and cluster"):
         keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw", "reshard"]
         grid(v, ZERO, keys + (["gpus_per_node", "bw"] if v["gpu"] == "custom" else []), 3)

@@ -52,12 +52,12 @@ def test_the_ring_hides_what_the_all_gather_exposes():
 
 def test_llama3_128k_runs_the_all_gather_meta_describes():
     """The only published all-gather CP run: its row pins cp_comm all-gather (arXiv:2407.21783 3.3.2); the exposed
-    gathers are 0.81 s of its 13.4 s step and move the error from -18.0 % (ring) to -12.7 % (its end stages one
+    gathers are 0.81 s of its 13.4 s step and move the error from -18.0 % (ring) to -12.9 % (its end stages one
     layer lighter, as Meta ran them)."""
     row = next(r for r in validation.data()["rows"] if r["key"] == "llama3-405b-16384-s128k")
     assert row["software"]["cp_comm"] == "all-gather"
     got = validation.step_row(row)
-    assert got["error"] == pytest.approx(-0.1275, abs=0.003)
+    assert got["error"] == pytest.approx(-0.129, abs=0.003)
     assert got["ring"] == pytest.approx(0.811, abs=0.01)
     ring = validation.step_row(row, {"cp_comm": "p2p"})
     assert ring["error"] == pytest.approx(-0.180, abs=0.003) and ring["ring"] == 0.0

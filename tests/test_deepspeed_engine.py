@@ -58,9 +58,9 @@ def test_bloom_times_deepspeeds_separate_fp32_gradient_pass():
     row = _row("bloom-176b-384")
     assert row["software"]["grad_accum_fusion"] is False and "update_hp_grads" in row["assumed"]["grad_accum_fusion"]
     # Its split counts the embeddings as layers (ends_in_split): 5 layers on each end stage, 6 on the others, and
-    # the row reads -15.4 % (88.6 s against 104.7 s published; -2.5 % when the last stage held 6 and the output)
+    # the row reads -15.5 % (88.5 s against 104.7 s published; -2.5 % when the last stage held 6 and the output)
     assert row["software"]["ends_in_split"] is True
-    assert validation.step_row(row)["error"] == pytest.approx(-0.154, abs=0.003)
+    assert validation.step_row(row)["error"] == pytest.approx(-0.155, abs=0.003)
     even = {"ends_in_split": False}  # the last stage the busiest, so the pass is counted on one stage's weights
     ours = validation.step_row(row, even)
     fused = copy.deepcopy(row)

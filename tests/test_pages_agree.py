@@ -23,7 +23,7 @@ STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 CUSTOM_MOE = dict(model="custom", layers=24, hidden=2048, heads=16, kv_heads=4, ffn=5632, vocab=32000, mlp="swiglu",
                   tied=False, experts=16, top_k=2, shared_experts=1, expert_ffn=1408, dense_layers=1, flash=True,
                   mtp_layers=1)  # with a multi-token prediction depth on the last stage
-QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, custom dense, custom MoE with MTP
+QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, custom dense, custom MoE with MTP, ends
     "gpt3-175b": PlannerParams(gpus=256, batch=512, mb_sizes=(1, 2)),
     "llama3-70b": PlannerParams(model="llama3-70b", gpus=64, batch=512),
     "mixtral": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, mb_sizes=(1, 2)),
@@ -34,6 +34,10 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     "custom-dense": PlannerParams(model="custom", layers=32, hidden=4096, heads=32, ffn=16384, vocab=50000,
                                   gpus=32, batch=256, mb_sizes=(1,)),
     "custom-moe": PlannerParams(gpus=32, batch=256, mb_sizes=(1,), **CUSTOM_MOE),
+    # the embedding and the loss counting as layers of the split: at p = 32 the end stages hold 2 of 80 layers, the
+    # others 3, so a middle device (3 layers x 31 micro-batches) holds more than the first (2 x 32)
+    "llama3-70b-ends": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_p=32, mb_sizes=(1,),
+                                     ends_in_split=True),
 }
 ROWS = 3  # per question: the best feasible rows, of different ZeRO stages where there are
 
@@ -107,9 +111,11 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
                for r in rows_of(v))
     assert any(r["offload"] != "none" for r in rows_of(plans["offload"]))
     assert any(not r["reshard"] for v in plans.values() for r in rows_of(v))  # ZeRO-3 kept gathered (FSDP2)
+    from core.planner import plan as planner
+    assert planner.plan(QUESTIONS["llama3-70b-ends"]).best()["worst_stage"] == "middle"  # a middle device fullest
 
 
-@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe"])
+@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "llama3-70b-ends"])
 def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans, name):
     # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
     view = plans[name]

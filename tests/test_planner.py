@@ -308,16 +308,17 @@ def test_the_recommendation_names_a_nearly_as_fast_layout_with_much_more_headroo
     """The issue's case: a recommendation that fills the GPU while one nearly as fast leaves plenty free. (The issue's
     Llama 3 70B on 64 H100 numbers, 71.0 of 72 GB and 21 GB free 0.3 % slower, were the fixed-efficiency model's.
     With per-layer collectives, TP communication overlap searched and the refitted A100 record (issue 21), on 64
-    A100 the winner uses 71.9 GB and the same t x p x d with p = 2 interleaved leaves 16.9 GB for 0.9 % more time.)
+    A100 the winner uses 71.9 GB and the same t x p x d with p = 2 interleaved leaves 16.8 GB for 0.9 % more time:
+    its first stage's embedding counted for the 4 micro-batches that stage holds, not the device's 2.125.)
     The recommendation says so, and a minimum free memory makes that layout the recommendation."""
     q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
     r = planner.plan(q)
     best = r.best()
     assert round(best["memory_bytes"] / GB, 1) == 71.9 and round(best["headroom_bytes"] / GB, 1) == 0.1
     text = " ".join(recommend(r).roomier)
-    assert "0.9 % slower" in text and "16.9 GB free per GPU instead of 0.1 GB" in text
+    assert "0.9 % slower" in text and "16.8 GB free per GPU instead of 0.1 GB" in text
     roomy = planner.plan(dataclasses.replace(q, min_headroom=9.0)).best()
-    assert roomy["headroom_bytes"] / GB == pytest.approx(16.85, abs=0.05)
+    assert roomy["headroom_bytes"] / GB == pytest.approx(16.84, abs=0.05)
     assert "Nearly as fast, much more headroom" in recommend(r).text()
     tight = planner.plan(PlannerParams(**BLOOM_PINNED))
     assert recommend(tight).roomier == ()  # one candidate: nothing to offer

@@ -79,15 +79,17 @@ def _published_row_at(result, zero, overlap=False):
 def test_llama3_405b_in_the_full_search():
     r = planner.plan(PlannerParams(**LLAMA))
     row = _published_row(r, "llama3-405b")
-    assert row["feasible"] and len(r.feasible) == 384
-    assert row["rank"] == 349  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
+    # 395 feasible: 11 more than while an interleaved last device's fp32 logits were counted for every micro-batch
+    # of its chunks instead of its last stage's own one (core.planner.simulation.in_flight, held_last_stage)
+    assert row["feasible"] and len(r.feasible) == 395
+    assert row["rank"] == 361  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
     assert row["frameworks"] == ("torch",)  # FSDP with a pipeline: Megatron-FSDP + PP is not confirmed
     f = r.frame
     same = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64) & (f["schedule"] == "interleaved") & (f["v"] == 2)
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]
              & f["reshard"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[1] == 56 and ranks[0] == 61 and ranks[2] == 215  # ZeRO-0/1 with TP overlap (Megatron-LM)
+    assert ranks[1] == 61 and ranks[0] == 67 and ranks[2] == 228  # ZeRO-0/1 with TP overlap (Megatron-LM)
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",

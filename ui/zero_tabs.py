@@ -53,7 +53,9 @@ def activations_tab(view, unit: str) -> None:
     first = plural(a.inflight, "micro-batch", "micro-batches", bold=True)
     same = " (the same device: a V-shaped schedule)" if a.last_on_first else ""
     st.markdown(f"Schedule **{a.schedule}**, p = {a.p}, m = {a.m}{v_text}: the pipeline simulator measures {first} "
-                f"in flight on the first stage's device and **{a.inflight_last:g}** on the last stage's{same}.")
+                f"in flight on the first stage's device and **{a.inflight_last:g}** on the last stage's{same}"
+                + (f"; **{a.inflight_middle:g}** at most on another device, which holds whole middle stages (the "
+                   "ends count in the split)." if a.middle_stage else "."))
     cols = st.columns(3)
     cols[0].metric("Per layer, per micro-batch", fz.both_units(a.per_layer))
     cols[1].metric("Layers on a device", f"{a.layers_per_device:g}")

@@ -2,7 +2,7 @@
 
 With `--model NAME` (a preset's architecture; default custom: the typed --params) and `--act` it also prints what
 the ZeRO page shows with 'Add activations and working buffers' on: each stage's bytes per GPU with the activations
-of the fuller end stage and ZeRO-3's gathered layers, from the same function and inputs (core.memory.per_gpu
+of the fullest pipeline device and ZeRO-3's gathered layers, from the same function and inputs (core.memory.per_gpu
 through core.views.zero), so the page's number, the planner row that links to it and this line agree.
 """
 

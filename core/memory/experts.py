@@ -26,6 +26,7 @@ import numpy as np
 
 from core import validate
 from core.memory.states import COMPONENTS, SHARDED_FROM, States, check_stage
+from core.model import stage_split
 from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PSI
 
 DENSE_MLP_SBH = (16.0, 12.0)  # Korthikanti's dense MLP internals (GeLU input + second-GEMM input), BF16 / FP8
@@ -65,6 +66,30 @@ def moe_layers_on_fullest(model, p, mtp: int = 0) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     left = np.clip(model.layers - (p - 1) * np.ceil(model.layers / p), 0, model.moe_layers)
     return np.maximum(fullest, left + mtp)
+
+
+def moe_layers_on_devices(model, p, chunks, ends_in_split=False, v_shape=False
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MoE layers (prediction depths included) on the first device, a middle one and the last stage's device,
+    as the activations count them. Evenly split: ceil(L / p) on each, plus the depths on the last stage's device.
+    Where the ends count in the split the devices hold core.model.stage_split's whole
+    layers, the leading dense layers on the first stage (a middle device is counted as all MoE: an upper bound)."""
+    mtp = int(getattr(model, "mtp_layers", 0))
+    p = np.asarray(p)
+    both = np.asarray(v_shape, dtype=bool) & (p > 1)
+    even = moe_layers_on_stage(model, p)
+    even_ends = (even + np.where(both, mtp, 0), even, even + mtp)
+    ends = np.asarray(ends_in_split, dtype=bool) & (p > 1)
+    if not ends.any():
+        return even_ends
+    first_dev, mid_dev, last_dev = stage_split.device_layers(model.layers, p, chunks, mtp, True, v_shape)
+    first_stage = stage_split.stage_layers(model.layers, p, chunks, mtp, True)[1]
+    dense = model.layers - model.moe_layers
+    first = np.clip(first_dev - np.minimum(dense, first_stage), 0, model.moe_layers)
+    last = np.where(both, first, np.minimum(last_dev, model.moe_layers)) + mtp
+    first = np.where(both, last, first)
+    mid = np.minimum(mid_dev, model.moe_layers)
+    return tuple(np.where(ends, x, e) for x, e in zip((first, mid, last), even_ends, strict=True))
 
 
 def expert_params_per_layer(model) -> float:

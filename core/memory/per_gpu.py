@@ -17,10 +17,12 @@ one number made of the same parts:
   wrap: core.memory.fsdp; the whole stage when it is not resharded after the forward; with parameters offloaded
   ZeRO-Infinity streams the largest module instead) and ZeRO-3's gathered experts (one MoE layer's local experts,
   the next prefetched);
-- activations of each end stage for the micro-batches it holds (the pipeline simulator's counts, taken as
-  inputs), with flash attention, sequence parallelism, recomputation, context parallelism, FP8, the micro-batch
-  size, the MoE layers' expert activations and ring attention's buffers (core.memory.activations,
-  core.memory.experts, core.memory.context_parallel); the worse end stage is the one reported.
+- activations of each end stage's device for the micro-batches it holds (the pipeline simulator's counts, taken as
+  inputs; the embedding and the output layer for their own stage's micro-batches; a middle device too where the
+  ends count in the split and the end stages hold fewer layers), with flash attention, sequence parallelism,
+  recomputation, context parallelism, FP8, the micro-batch size, the MoE layers' expert activations and ring
+  attention's buffers (core.memory.activations, core.memory.experts, core.memory.context_parallel); the fullest
+  device is the one reported.
 
 Every field of the layout, the training settings and the in-flight counts may be an array (they broadcast), so the
 planner asks once for 100,000 candidates; the ZeRO page asks with the four ZeRO stages as one array.
@@ -41,7 +43,7 @@ from core.memory.fsdp import unsharded
 from core.memory.offload import PARAM_OFFLOADS, placement
 from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
 from core.memory.states import params_per_rank as split_params
-from core.model import counts
+from core.model import counts, stage_split
 from core.model.blocks import MoeConfig
 from core.params.memory import MAX_PSI
 
@@ -139,6 +141,7 @@ class Layout:
     zero: object = 0  # ZeRO stage 0-3
     offload: object = "none"  # core.params.memory.OFFLOADS, one name or an array of names
     reshard: object = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
+    ends_in_split: object = False  # the embedding, loss and each MTP depth take a layer slot (core.model.stage_split)
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,18 @@ class Training:
 
 @dataclass(frozen=True)
 class InFlight:
-    """Micro-batches each end stage holds at its peak (the pipeline simulator's counts), and whether the last
-    stage sits on the first device (V-shaped schedules), which then holds both ends."""
+    """Micro-batches each end stage's device holds at its peak (the pipeline simulator's counts, in units of a
+    device's share of layers), and whether the last stage sits on the first device (V-shaped schedules), which
+    then holds both ends; `middle`, the most any other device holds (0: not counted), matters where the end stages
+    are lighter (Layout.ends_in_split). The end stages' own counts size the embedding and the output layer: a
+    device running several chunks holds its last stage's logits only for that stage's micro-batches."""
 
     first: object = 1.0
     last: object = 1.0
     last_on_first: object = False
+    middle: object = 0.0
+    first_stage: object = None  # micro-batches the first stage itself holds (None: `first`, one stage per device)
+    last_stage: object = None  # ... the last stage itself (None: `last`): its output layer's and loss's share
 
 
 @dataclass(frozen=True)
@@ -202,7 +211,7 @@ class GpuMemory:
 
 def per_gpu(cfg: MemoryConfig) -> GpuMemory:
     """A configuration's bytes on one GPU: model states (dense and experts, after offload), the working set and
-    the worse end stage's activations."""
+    the fullest device's activations."""
     s = model_state_parts(cfg)
     acts, worst = activation_bytes(cfg)
     shape = np.broadcast(s.psi_rank, acts).shape
@@ -213,10 +222,12 @@ def per_gpu(cfg: MemoryConfig) -> GpuMemory:
 
 # --------------------------------------------------------------------------------------------- model states
 
-def dense_split(m: ModelMemory, t, p) -> tuple[np.ndarray, np.ndarray]:
+def dense_split(m: ModelMemory, t, p, chunks=1, ends_in_split=False) -> tuple[np.ndarray, np.ndarray]:
     """(dense parameters on one GPU of the most loaded stage, one gathered block per TP rank). The V x h embedding
     sits on the first stage, the output layer on the last (a tied copy, or its own matrix, which leaves the
-    body); a count smaller than the embeddings is split evenly."""
+    body); a count smaller than the embeddings is split evenly. Where the ends count in the split
+    (`ends_in_split`, p > 1) the stages hold whole layers (core.model.stage_split) and the fullest of the first
+    device (embedding), a middle one and the last stage's (output layer, prediction depths) is taken."""
     t, p = np.asarray(t), np.asarray(p)
     matrices = 1 if m.tied else 2
     layer = np.asarray(m.layer_params / t, dtype=float)
@@ -224,7 +235,15 @@ def dense_split(m: ModelMemory, t, p) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(m.dense_params / (t * p), dtype=float), layer
     body = np.where((p > 1) & (not m.tied), m.dense_params - m.embedding, m.dense_params)
     rank = np.asarray(split_params(body, t, p, "embedding-on-ends", m.embedding), dtype=float)
-    return rank + _mtp_dense(m, p) / t, layer
+    rank = rank + _mtp_dense(m, p) / t
+    ends = np.asarray(ends_in_split, dtype=bool) & (p > 1)
+    if not ends.any():
+        return rank, layer
+    first, mid, last = stage_split.device_layers(m.layers, p, chunks, m.mtp_layers, True)
+    block = m.layer_params
+    fullest = np.maximum.reduce([m.embedding + first * block, mid * block,
+                                 m.embedding + last * block + _mtp_dense(m, p)])
+    return np.where(ends, fullest / t, rank), layer
 
 
 def _mtp_dense(m: ModelMemory, p) -> np.ndarray:
@@ -269,7 +288,7 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     dense_kw, expert_kw = dense_bytes(cfg), expert_bytes(cfg)
     t, p, zero = np.asarray(lay.t), np.asarray(lay.p), np.asarray(lay.zero)
     group = np.asarray(lay.d) * np.asarray(lay.cp)  # the dense weights' ZeRO group: d x cp
-    psi_rank, layer = dense_split(m, t, p)
+    psi_rank, layer = dense_split(m, t, p, lay.chunks, lay.ends_in_split)
     shape = np.broadcast(psi_rank, group, zero, np.asarray(lay.offload, dtype=object)).shape
     psi_rank = np.broadcast_to(psi_rank, shape)
     states = model_states(psi_rank, group, zero, **dense_kw).total
@@ -312,7 +331,7 @@ def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
     t, ep = np.asarray(lay.t), np.asarray(lay.ep)
     etp = np.where(np.asarray(lay.etp) > 0, lay.etp, t)
     per_layer = moe.expert_params_per_layer(m)
-    rank = moe.moe_layers_on_fullest(m, lay.p, m.mtp_layers) * per_layer / (ep * etp)
+    rank = _moe_layers_fullest(cfg) * per_layer / (ep * etp)
     group = np.maximum(t * np.asarray(lay.d) * np.asarray(lay.cp) // np.maximum(ep * etp, 1), 1)
     zero = np.asarray(lay.zero)
     states = moe.sharded_states(rank, group, zero, **kw).total
@@ -326,7 +345,7 @@ def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------------------------- activations
 
 def activation_bytes(cfg: MemoryConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(peak activation bytes of the worse end stage, which one: "first" / "last"); see `end_stages`."""
+    """(peak activation bytes of the fullest device, which one: "first" / "last" / "middle"); see `end_stages`."""
     ends = end_stages(cfg)
     return ends.peak, ends.worst
 
@@ -342,6 +361,8 @@ class EndStages:
     first_extra: np.ndarray
     last_extra: np.ndarray
     both_on_first: np.ndarray  # p = 1, or the last stage on the first device: the first device holds both ends
+    middle: dict[str, np.ndarray] | None = None  # the fullest other device (0 where InFlight.middle is not given)
+    middle_extra: object = 0.0
 
     @property
     def first_total(self) -> np.ndarray:
@@ -352,12 +373,19 @@ class EndStages:
         return np.where(self.both_on_first, 0.0, self.last["total"] + self.last_extra)
 
     @property
+    def middle_total(self) -> np.ndarray:
+        return 0.0 if self.middle is None else self.middle["total"] + self.middle_extra
+
+    @property
     def peak(self) -> np.ndarray:
-        return np.maximum(self.first_total, self.last_total)
+        return np.maximum.reduce(np.broadcast_arrays(self.first_total, self.last_total, self.middle_total))
 
     @property
     def worst(self) -> np.ndarray:
-        return np.where(self.first_total >= self.last_total, "first", "last").astype(object)
+        """"first", "last" or "middle": the device whose activations are counted (ties go to the ends)."""
+        first, last, mid = np.broadcast_arrays(self.first_total, self.last_total, self.middle_total)
+        ends = np.where(first >= last, "first", "last")
+        return np.where(mid > np.maximum(first, last), "middle", ends).astype(object)
 
 
 def activation_shape(cfg: MemoryConfig) -> act.Shape:
@@ -367,24 +395,58 @@ def activation_shape(cfg: MemoryConfig) -> act.Shape:
 
 
 def end_stages(cfg: MemoryConfig) -> EndStages:
-    """The end stages' activations. The first stage holds its micro-batches in flight plus the embedding's dropout
-    mask, the last stage its (usually fewer) micro-batches plus the output layer's inputs and the fp32 logits; a
-    single stage (p = 1), or a V-shaped schedule whose last stage sits on the first device, carries both ends.
-    Each stage holds ceil(L / (p v)) x v layers (v chunks per device); MoE layers add their expert activations,
-    context parallelism ring attention's K/V buffers."""
+    """The end stages' activations (and a middle device's, where it holds more). The first stage holds its
+    micro-batches in flight plus the embedding's dropout mask, the last stage its (usually fewer) micro-batches
+    plus the output layer's inputs and the fp32 logits, and each prediction depth one more layer with its
+    embedding and logits; a single stage (p = 1), or a V-shaped schedule whose last stage sits on the first
+    device, carries both ends. Each device holds its stages' layers (core.model.stage_split: ceil(L / (p v)) x v
+    when split evenly; fewer on the end stages where the ends count in the split, so that a middle device may be
+    the fullest); MoE layers add their expert activations, context parallelism ring attention's K/V buffers."""
     m, lay, inf = cfg.model, cfg.layout, cfg.inflight
     p, chunks = np.asarray(lay.p), np.asarray(lay.chunks)
-    layers_dev = np.ceil(m.layers / (p * chunks)) * chunks
-    shape = activation_shape(cfg)
     both = (p == 1) | np.asarray(inf.last_on_first, dtype=bool)
+    first_dev, mid_dev, last_dev = stage_split.device_layers(m.layers, p, chunks, m.mtp_layers, lay.ends_in_split,
+                                                             both)
+    moe_first, moe_mid, moe_last = _moe_counts(cfg, both)
+    shape = activation_shape(cfg)
     k = m.mtp_layers  # each prediction depth: one more layer, embedding and fp32 logits on the last stage
-    last_extra = _extra(cfg, inf.last, k) + k * np.asarray(inf.last) * _ends_bytes(cfg)
-    first_extra = _extra(cfg, inf.first, np.where(both, k, 0)) + np.where(both, k * np.asarray(inf.first)
-                                                                         * _ends_bytes(cfg), 0.0)
-    return EndStages(layers_dev, act.stage_bytes(shape, layers_dev + np.where(both, k, 0), inf.first, first=True,
-                                                 last=both),
-                     act.stage_bytes(shape, layers_dev + k, inf.last, first=False, last=True),
-                     first_extra, last_extra, both)
+    first_held = inf.first if inf.first_stage is None else inf.first_stage
+    last_held = inf.last if inf.last_stage is None else inf.last_stage
+    ends = k * np.asarray(last_held) * _ends_bytes(cfg) if k else 0.0
+    last_extra = _extra(cfg, inf.last, moe_last, k, last_held) + ends
+    first_extra = _extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
+    has_middle = (p > 2) | (both & (p > 1))
+    middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
+    middle = {key: np.where(middle_inflight > 0, x, 0.0)
+              for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False).items()}
+    middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
+    held = {"first_held": first_held, "last_held": last_held}
+    return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
+                                              tail_layers=np.where(both, k, 0), **held),
+                     act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k, **held),
+                     first_extra, last_extra, both, middle, middle_extra)
+
+
+def _moe_counts(cfg: MemoryConfig, v_shape) -> tuple:
+    """MoE layers on the first, a middle and the last stage's device (core.memory.experts.moe_layers_on_devices);
+    zeros for a dense model."""
+    m, lay = cfg.model, cfg.layout
+    if not m.is_moe or m.moe is None:
+        return 0.0, 0.0, 0.0
+    return moe.moe_layers_on_devices(m, lay.p, lay.chunks, lay.ends_in_split, v_shape)
+
+
+def _moe_layers_fullest(cfg: MemoryConfig) -> np.ndarray:
+    """MoE layers whose routed experts the most loaded device holds: evenly split, core.memory.experts.
+    moe_layers_on_fullest; where the ends count in the split, the fullest of the first, a middle and the last
+    stage's device."""
+    m, lay = cfg.model, cfg.layout
+    even = moe.moe_layers_on_fullest(m, lay.p, m.mtp_layers)
+    ends = np.asarray(lay.ends_in_split, dtype=bool) & (np.asarray(lay.p) > 1)
+    if not ends.any():
+        return even
+    counts = np.broadcast_arrays(*moe.moe_layers_on_devices(m, lay.p, lay.chunks, True))
+    return np.where(ends, np.maximum.reduce(counts), even)
 
 
 def _ends_bytes(cfg: MemoryConfig) -> np.ndarray:
@@ -395,13 +457,15 @@ def _ends_bytes(cfg: MemoryConfig) -> np.ndarray:
             + act.output_bytes(*args, m.vocab, lay.t, tr.sequence_parallel, lay.cp))
 
 
-def _extra(cfg: MemoryConfig, inflight, mtp=0) -> np.ndarray:
-    """Beyond the dense layers' formula: the MoE layers' expert activations on the fullest stage (plus `mtp`
-    prediction depths' MoE layers) for the micro-batches in flight, and ring attention's transient K/V buffers."""
+def _extra(cfg: MemoryConfig, inflight, moe_layers, tail=0, tail_held=None) -> np.ndarray:
+    """Beyond the dense layers' formula: the expert activations of a device's `moe_layers` MoE layers (of which
+    `tail`, the prediction depths, for the last stage's own `tail_held` micro-batches, the rest for the device's
+    `inflight`), and ring attention's transient K/V buffers."""
     m, lay, tr = cfg.model, cfg.layout, cfg.training
     ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
                              head_dim=m.head_dim)
     if not m.is_moe or m.moe is None:
         return ring
     extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)
-    return extra * (moe.moe_layers_on_stage(m, lay.p) + mtp) * np.asarray(inflight) + ring
+    held = inflight if tail_held is None else tail_held
+    return extra * ((moe_layers - tail) * np.asarray(inflight) + tail * np.asarray(held)) + ring

@@ -46,3 +46,23 @@ def layout_string(layers: int, stages: int, mtp: int = 0) -> str | None:
     groups = [(base + 1, extra), (base, middle - extra)]
     body = "".join(("t" * n + "|") if k == 1 else f"({'t' * n}|)*{k}" for n, k in groups if k)
     return "E" + "t" * first + "|" + body + "t" * last + "m" * mtp + "L"
+
+
+def device_layers(layers: int, p, chunks, mtp: int = 0, ends_in_split=False, v_shape=False
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(transformer layers on the first device, on a middle device, on the last stage's device), per candidate:
+    the first device runs the first stage and chunks - 1 middle ones, the last stage's device the last stage and
+    chunks - 1 middle ones; a V-shaped schedule (`v_shape`, p > 1) puts the last stage on the first device, which
+    then holds both end stages (its count is returned for both ends). Prediction depths are not counted (they are
+    not transformer layers of the split: the caller adds them to the last stage)."""
+    mid, first, last = stage_layers(layers, p, chunks, mtp, ends_in_split)
+    chunks = np.asarray(chunks, dtype=float)
+    p = np.asarray(p, dtype=float)
+    one = p * chunks <= 1
+    first_dev = np.where(one, float(layers), first + (chunks - 1) * mid)
+    last_dev = np.where(one, float(layers), last + (chunks - 1) * mid)
+    both = np.asarray(v_shape, dtype=bool) & (p > 1)
+    together = first + last + np.maximum(chunks - 2, 0) * mid
+    first_dev = np.where(both, together, first_dev)
+    last_dev = np.where(both, together, last_dev)
+    return first_dev, mid * chunks, last_dev

@@ -95,6 +95,14 @@ ZERO = table(
          help="On: ZeRO-3 frees each block's gathered parameters after its forward and gathers them again for the "
               "backward (DeepSpeed stage 3, FSDP reshard_after_forward=True). Off: the stage's parameters stay "
               "gathered from forward to backward (FSDP2 reshard_after_forward=False: one gather less, more memory)."),
+    Spec("ends_in_split", "bool", False, label="Embedding and loss count as layers of the pipeline split",
+         help="Megatron-LM --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split (or a "
+              "--pipeline-model-parallel-layout that does the same, with one slot per multi-token prediction "
+              "depth: Megatron-Bridge's DeepSeek-V3 'Et|(tt|)*30mL'): the first and last pipeline stages give a "
+              "layer slot each to the embedding and the loss, so they are not slower or fuller than the others; off, "
+              "the layers split evenly and the ends carry the embedding and output layer on top (the default). "
+              "Memory: with the embedding-on-ends split, whole layers per stage (core.model.stage_split), a "
+              "middle device may then hold the most."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
@@ -197,6 +205,7 @@ class ZeroParams:
     ep: int = ZERO["ep"].default
     etp: int = ZERO["etp"].default
     reshard: bool = ZERO["reshard"].default
+    ends_in_split: bool = ZERO["ends_in_split"].default
     deepspeed: bool = ZERO["deepspeed"].default
     deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
 

@@ -131,12 +131,7 @@ ASSUMPTIONS = table(
               "micro-batches (pipeline_parallel/schedules.py, param_sync_func, core_r0.8.0), so only the first "
               "chunk's gather must wait; off, each chunk's gather hides only behind its own first forward, as "
               "FSDP's gather at first use does under PyTorch's pipelining."),
-    Spec("ends_in_split", "bool", False, label="Embedding and loss count as layers of the pipeline split",
-         help="Megatron-LM --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split (or a "
-              "--pipeline-model-parallel-layout that does the same, with one slot per multi-token prediction "
-              "depth: Megatron-Bridge's DeepSeek-V3 'Et|(tt|)*30mL'): the first and last pipeline stages give a "
-              "layer slot each to the embedding and the loss, so they are not slower than the others; off, the "
-              "layers split evenly and the ends carry the embedding and output layer on top (the default)."),
+    ZERO["ends_in_split"],
     Spec("dp_bucket", "float", 0.0, 0.0, 100000.0, label="Gradient bucket size", unit="million parameters",
          help="Gradients are reduced in buckets during the backward, one collective (and its latency) each. 0 = "
               "Megatron-LM's default, max(40, d) million parameters (megatron/core/distributed/"

@@ -34,8 +34,8 @@ PAGE = table(
               "you type them."),
     Spec("act", "bool", False, label="Add activations and working buffers",
          help="Everything else a GPU holds while training, as the planner counts it (core.memory.per_gpu): the "
-              "peak activations of the fuller end stage (Korthikanti et al. 2022), with the micro-batches in flight "
-              "measured by the pipeline simulator, and ZeRO-3's gathered layers (one block and the next, "
+              "peak activations of the fullest pipeline device (Korthikanti et al. 2022), with the micro-batches in "
+              "flight measured by the pipeline simulator, and ZeRO-3's gathered layers (one block and the next, "
               "prefetched). Off: model states only, the ZeRO paper's accounting."),
     Spec("unit", "choice", "GB", choices=UNITS, label="Unit",
          help="GB = 1e9 bytes (papers, vendors); GiB = 2^30 bytes (what DeepSpeed and nvidia-smi print)."),

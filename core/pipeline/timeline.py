@@ -35,6 +35,14 @@ def peak_held(kind: np.ndarray, seg: np.ndarray, stages_per_device: int) -> np.n
     return np.maximum(np.maximum.reduceat(np.cumsum(_HELD_DELTA[kind]), seg), 0) / stages_per_device
 
 
+def stage_held(kind: np.ndarray, stage: np.ndarray, which: int) -> float:
+    """Most micro-batches whose activations stage `which` itself holds at once (its ops run on one device, in
+    order): what the embedding (first stage) or the output layer and loss (last stage) keep, wherever the device
+    also runs other chunks."""
+    ops = kind[stage == which]
+    return float(max(np.cumsum(_HELD_DELTA[ops]).max(initial=0), 0))
+
+
 @dataclass(frozen=True, eq=False)
 class Timeline:
     schedule: Schedule

@@ -111,7 +111,7 @@ def needs_offload(q: PlannerParams, degrees: np.ndarray, ctx: Context) -> np.nda
     one = replace(q, zero="3", offload="none", schedule="1f1b", recompute="full", sp="on", reshard="on",
                   tp_comm_overlap="off", framework="any", mb_sizes=q.mb_sizes[:1])
     c, _ = grid.grid(one, degrees, ctx.model, ctx.gpus_per_node)
-    st = rank_memory.states(ctx.model, ctx.bpp, c, ctx.fp8)
+    st = rank_memory.states(ctx.model, ctx.bpp, c, ctx.fp8, bool(q.ends_in_split))
     fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
     need = np.ones(len(degrees), dtype=bool)  # a layout the memory query did not reach keeps its offload
     need[c.layout] = False

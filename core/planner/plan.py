@@ -79,7 +79,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     outside = candidates.excluded(q, model, gpu.gpus_per_node, usable)
     c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
     notes += more
-    split = rank_memory.params_per_rank(model, 1, 2)[2]
+    split = rank_memory.params_per_rank(model, 1, 2, a.ends_in_split)[2]
     if c.size == 0:
         return PlanResult(q, model, gpu, precision, bpp, usable, a, split, ranked({}, 0, outside, np.zeros(0)),
                           tuple(notes), 0, search.narrowed)
@@ -92,13 +92,13 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
 
     # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
     # order alone, so only candidates that fit with them, and break no other rule, are simulated.
-    mem = _states(model, bpp, c, fp8)
+    mem = _states(model, bpp, c, fp8, a.ends_in_split)
     need = q.min_headroom * GB  # memory the user wants left free
-    gate = _gate(model, c, mem, split_ok, usable - need, fp8, a.moe_capacity)
+    gate = _gate(model, c, mem, split_ok, usable - need, fp8, a)
     codes = simulation.sim_codes(c, costs)
     last_on_first = simulation.last_on_first(c)
     order, refused, spent = simulation.place_all(c, codes, gate.want)
-    held = _Held(model, c, fp8, a.moe_capacity, last_on_first)
+    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
     fits = mem.fixed + acts <= usable - need
     sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
@@ -154,11 +154,12 @@ class _Held:
     fp8: bool
     capacity: float
     last_on_first: np.ndarray
+    ends_in_split: bool
 
     def of(self, order: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes, worse stage) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
-        return rank_memory.activations(self.model, self.c, order["inflight"], order["inflight_last"],
-                                       self.last_on_first, rows, self.fp8, self.capacity)
+        """(bytes, fullest device) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
+        return rank_memory.activations(self.model, self.c, order, self.last_on_first, rows, self.fp8, self.capacity,
+                                       self.ends_in_split)
 
     @staticmethod
     def merged(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -181,10 +182,11 @@ class _Gate:
 
 
 def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float, fp8: bool,
-          capacity: float) -> _Gate:
+          a: step_time.Assumptions) -> _Gate:
     one, n = np.ones(c.size), c.size
-    floor = mem.fixed + rank_memory.activations(model, c, one, one, np.zeros(n, dtype=bool), split_ok.sized, fp8,
-                                                capacity)[0]
+    ones = dict.fromkeys(simulation.ORDER_FIELDS, one)  # one micro-batch in flight everywhere: a lower bound
+    floor = mem.fixed + rank_memory.activations(model, c, ones, np.zeros(n, dtype=bool), split_ok.sized, fp8,
+                                                a.moe_capacity, a.ends_in_split)[0]
     hopeless = split_ok.sized & (floor > room)
     rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
     broken = np.zeros(n, dtype=bool)
@@ -220,8 +222,8 @@ class _Memory:
         return self.states["states_on_gpu_bytes"] + self.states["zero3_working_bytes"]
 
 
-def _states(model, bpp, c: grid.Candidates, fp8: bool) -> _Memory:
-    st = rank_memory.states(model, bpp, c, fp8)  # dense and routed experts: core.memory.per_gpu, as everywhere
+def _states(model, bpp, c: grid.Candidates, fp8: bool, ends_in_split: bool = False) -> _Memory:
+    st = rank_memory.states(model, bpp, c, fp8, ends_in_split)  # dense and routed experts: core.memory.per_gpu
     return _Memory(st, st)
 
 
@@ -267,7 +269,9 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
         "states_on_gpu_bytes": st["states_on_gpu_bytes"], "zero3_working_bytes": st["zero3_working_bytes"],
         "activation_bytes": acts, "worst_stage": worst, "usable_bytes": usable, "headroom_bytes": usable - total,
         "memory_fraction": total / gpu_bytes, "fits": total <= usable, "inflight": sims["inflight"],
-        "inflight_last": sims["inflight_last"], "bubble_fraction": sims["bubble_fraction"],
+        "inflight_last": sims["inflight_last"], "inflight_middle": sims["inflight_middle"],
+        "held_first_stage": sims["held_first_stage"], "held_last_stage": sims["held_last_stage"],
+        "bubble_fraction": sims["bubble_fraction"],
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
         "timing": timing(reasons, np.isfinite(times["step_time_s"])),

@@ -20,50 +20,60 @@ def embedding_params(model: presets.ModelConfig) -> float:
     return float(model.vocab * model.hidden)
 
 
-def params_per_rank(model: presets.ModelConfig, t, p) -> tuple[np.ndarray, np.ndarray, str]:
+def params_per_rank(model: presets.ModelConfig, t, p, ends_in_split: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray, str]:
     """(parameters on one GPU of the most loaded stage, parameters of one transformer layer per TP rank, the
     assumption in words), as core.memory.per_gpu.dense_split places them."""
     mem = per_gpu.ModelMemory.of(model)
-    rank, layer = per_gpu.dense_split(mem, t, p)
+    rank, layer = per_gpu.dense_split(mem, t, p, 1, ends_in_split)
     emb = embedding_params(model)
     if emb * (1 if model.tied else 2) >= mem.dense_params:
         return rank, layer, "parameters split evenly over t x p (the given count is smaller than the embeddings)"
-    words = ("layers split evenly over p stages and every matrix over t; the first stage also holds the "
-             f"{emb / 1e9:.3g}B-parameter embedding and the last stage the output layer "
-             f"({'tied copy' if model.tied else 'untied matrix'})")
+    output = f"the output layer ({'tied copy' if model.tied else 'untied matrix'})"
+    if ends_in_split:
+        words = ("whole layers per stage, the embedding and the loss taking a layer slot each on the first and the "
+                 f"last stage (the {emb / 1e9:.3g}B-parameter embedding on the first, {output} on the last), every "
+                 "matrix over t")
+    else:
+        words = ("layers split evenly over p stages and every matrix over t; the first stage also holds the "
+                 f"{emb / 1e9:.3g}B-parameter embedding and the last stage {output}")
     return rank, layer, words
 
 
 def _config(model, c: dict, bpp, fp8: bool, rows=slice(None), capacity: float = 1.0,
-            inflight: per_gpu.InFlight | None = None) -> per_gpu.MemoryConfig:
+            inflight: per_gpu.InFlight | None = None, ends_in_split: bool = False) -> per_gpu.MemoryConfig:
     """The candidates `rows` as core.memory.per_gpu's records."""
     layout = per_gpu.Layout(t=c["t"][rows], p=c["p"][rows], d=c["d"][rows], cp=c["cp"][rows], ep=c["ep"][rows],
                             etp=c["etp"][rows], chunks=c["chunks"][rows], zero=c["zero"][rows],
-                            offload=c["offload_name"][rows].astype(object), reshard=c["reshard"][rows])
+                            offload=c["offload_name"][rows].astype(object), reshard=c["reshard"][rows],
+                            ends_in_split=ends_in_split)
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=fp8, bytes_per_param=bpp,
                                 moe_capacity=capacity)
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight())
 
 
-def states(model, bpp, c: dict, fp8: bool = False) -> dict[str, np.ndarray]:
+def states(model, bpp, c: dict, fp8: bool = False, ends_in_split: bool = False) -> dict[str, np.ndarray]:
     """Per-GPU model-state bytes of every candidate (dense and routed experts): all of them, what stays on the GPU
     after offload, ZeRO-3's gathered layers; and the experts' share, rank and ZeRO group (for the step time)."""
-    got = per_gpu.model_state_parts(_config(model, c, bpp, fp8))
+    got = per_gpu.model_state_parts(_config(model, c, bpp, fp8, ends_in_split=ends_in_split))
     return {"psi_rank": got.psi_rank, "model_state_bytes": got.states, "states_on_gpu_bytes": got.states_on_gpu,
             "zero3_working_bytes": got.working + got.gathered, "expert_state_bytes": np.broadcast_to(got.expert_states,
                                                                                       got.psi_rank.shape),
             "expert_rank": got.expert_rank, "expert_group": got.expert_group}
 
 
-def activations(model, c: dict, first_inflight: np.ndarray, last_inflight: np.ndarray, last_on_first: np.ndarray,
-                rows: np.ndarray, fp8: bool = False, capacity: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Peak activation bytes per GPU where `rows` (NaN elsewhere) and which end stage holds them ("first" /
-    "last"): core.memory.per_gpu.activation_bytes with the simulator's micro-batches in flight."""
+def activations(model, c: dict, order: dict, last_on_first: np.ndarray, rows: np.ndarray, fp8: bool = False,
+                capacity: float = 1.0, ends_in_split: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Peak activation bytes per GPU where `rows` (NaN elsewhere) and which device holds them ("first" / "last" /
+    "middle"): core.memory.per_gpu.activation_bytes with the simulator's micro-batches in flight (`order`:
+    core.planner.simulation.ORDER_FIELDS)."""
     out = np.full(c["t"].size, np.nan)
     worst = np.full(c["t"].size, None, dtype=object)
     if rows.any():
-        inflight = per_gpu.InFlight(first_inflight[rows], last_inflight[rows], last_on_first[rows])
-        cfg = _config(model, c, per_gpu.ADAM_MIXED, fp8, rows, capacity, inflight)
+        inflight = per_gpu.InFlight(order["inflight"][rows], order["inflight_last"][rows], last_on_first[rows],
+                                    order["inflight_middle"][rows], order["held_first_stage"][rows],
+                                    order["held_last_stage"][rows])
+        cfg = _config(model, c, per_gpu.ADAM_MIXED, fp8, rows, capacity, inflight, ends_in_split)
         out[rows], worst[rows] = per_gpu.activation_bytes(cfg)
     return out, worst

@@ -19,7 +19,7 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
-from core.pipeline.timeline import peak_held
+from core.pipeline.timeline import peak_held, stage_held
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
@@ -187,11 +187,12 @@ def _key_of(code: np.ndarray) -> tuple:
 
 
 SIM_FIELDS = ("bubble_fraction", "bubble_vs_ideal", "makespan_factor")
-ORDER_FIELDS = ("inflight", "inflight_last")
+ORDER_FIELDS = ("inflight", "inflight_last", "inflight_middle", "held_first_stage", "held_last_stage")
 
 
-def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple[float, float] | str:
-    """(peak micro-batches in flight on the first stage's device, on the last stage's device) of the schedule's
+def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple[float, ...] | str:
+    """ORDER_FIELDS: (peak micro-batches in flight on the first stage's device, on the last stage's device, the most
+    on any other device: 0 when there is none; those the first and the last stage themselves hold) of the schedule's
     order alone (core.pipeline.timeline.peak_held: the count the simulated timeline reports, read without running
     it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v); the
     compiled schedule is kept for the simulator only with `keep`."""
@@ -204,7 +205,11 @@ def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple
         else:
             _, v_shape, sched, compiled = structure
             peak = peak_held(compiled.kind, compiled.seg, sched.stages_per_device)
-            got = (float(peak[0]), float(peak[0 if v_shape else p - 1]))
+            last = 0 if v_shape else p - 1
+            others = np.delete(peak, [0, last])
+            got = (float(peak[0]), float(peak[last]), float(others.max()) if others.size else 0.0,
+                   stage_held(compiled.kind, compiled.stage, 0),
+                   stage_held(compiled.kind, compiled.stage, int(compiled.stage.max())))
         if len(_ORDER) >= _SIM_CACHE_MAX:
             _ORDER.clear()
         _ORDER[key] = got

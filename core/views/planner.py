@@ -182,6 +182,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
                             "embedding": round(embedding_params(m)), "reserve_frac": q.reserve_frac,
                             "act": True, "optimizer": q.optimizer, "k": q.k, "moe_capacity": q.moe_capacity,
                             "precision": "fp8" if result.precision == "fp8" else "mixed"}
+    if result.assumptions.ends_in_split:  # the stages' whole layers, as the plan placed them
+        base["ends_in_split"] = True
     if q.model == "custom":
         mem = ModelMemory.of(m)
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,

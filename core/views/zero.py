@@ -28,6 +28,7 @@ from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import PipelineParams, simulate
+from core.pipeline.timeline import stage_held
 from core.views.zero_report import (
     ActInputs,
     Shape,
@@ -169,13 +170,16 @@ class ActInfo:
     first_stage: dict[str, float]  # by term, with "moe_and_ring" (MoE expert activations, ring attention)
     last_stage: dict[str, float] | None
     peak: float
-    worst: str  # "first" or "last"
+    worst: str  # "first", "last" or "middle" (a middle device: where the ends count in the split)
     modes: dict[str, float]  # per-layer bytes of every Korthikanti mode, for comparison
+    inflight_middle: float = 0.0  # the most on any other device
+    middle_stage: dict[str, float] | None = None  # that device's bytes by term, where it is counted
 
     @property
     def report(self) -> dict:  # the Activations tab's numbers, by name
         return {"per_layer": self.per_layer, "layers_per_stage": self.layers_per_device, "peak": self.peak,
-                "modes": self.modes, "first_stage": self.first_stage, "last_stage": self.last_stage}
+                "modes": self.modes, "first_stage": self.first_stage, "last_stage": self.last_stage,
+                "middle_stage": self.middle_stage}
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,11 @@ def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
         raise InputError(f"activations: {exc}") from None
     s, held = result.schedule, result.timeline.peak_inflight
     last = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])  # the device of the last stage
-    return per_gpu.InFlight(float(held[0]), float(held[last]), last == 0 and p > 1)
+    others = np.delete(held, [0, last])
+    tl = result.timeline
+    return per_gpu.InFlight(float(held[0]), float(held[last]), last == 0 and p > 1,
+                            float(others.max()) if others.size else 0.0, stage_held(tl.kind, tl.stage, 0),
+                            stage_held(tl.kind, tl.stage, s.num_stages - 1))
 
 
 def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
@@ -221,10 +229,15 @@ def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
         last["total"] = float(ends.last_total)
     modes = activations.modes_table(shape.seq, shape.micro_batch_size, shape.hidden, shape.heads, shape.t, shape.cp,
                                     shape.fp8, shape.attn_width)
+    middle = None
+    if cfg.layout.ends_in_split and float(ends.middle_total) > 0:
+        middle = {k: float(x) for k, x in ends.middle.items()} | {"moe_and_ring": float(ends.middle_extra)}
+        middle["total"] = float(ends.middle_total)
     inf = cfg.inflight
     return ActInfo(a.schedule, p, a.m, a.v, float(inf.first), float(inf.last), bool(inf.last_on_first),
                    float(ends.layers_per_device), float(shape.per_layer()), first, last, float(ends.peak),
-                   str(ends.worst), dict(zip(modes["mode"], modes["per layer [bytes]"], strict=True)))
+                   str(ends.worst), dict(zip(modes["mode"], modes["per layer [bytes]"], strict=True)),
+                   float(inf.middle), middle)
 
 
 def _notes(q: ZeroParams, shape: Shape, act: ActInputs | None, rep: ZeroReport) -> list[str]:

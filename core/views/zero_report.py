@@ -128,7 +128,8 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
     mem = model_memory(q, replace(shape, seq=a.seq or shape.seq))
     layout = per_gpu.Layout(t=q.t, p=q.p, d=q.nd // a.cp, cp=a.cp, ep=q.ep, etp=q.etp,
                             chunks=chunks_per_device(a.schedule, a.v), zero=np.arange(4),
-                            offload=np.array(stage_modes(q), dtype=object), reshard=q.reshard)
+                            offload=np.array(stage_modes(q), dtype=object), reshard=q.reshard,
+                            ends_in_split=q.ends_in_split and q.split == "embedding-on-ends")
     training = per_gpu.Training(micro_batch_size=a.micro_batch_size, sequence_parallel=a.sequence_parallel,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity)
