@@ -126,20 +126,20 @@ class Shape:
 
 
 def stage_bytes(a: Shape, layers_on_stage, inflight, first=True, last=True, first_held=None, last_held=None,
-                tail_layers=0) -> dict[str, np.ndarray]:
+                tail_layers=0, layer_bytes: tuple | None = None) -> dict[str, np.ndarray]:
     """Peak activation bytes of one stage (or one device's stages) on one tensor-parallel rank, by term.
 
     layers: per-layer bytes x layers x micro-batches in flight; embedding (first stage) and output (last stage,
     when `vocab` > 0) scale with the micro-batches that stage itself holds (`first_held`, `last_held`; default
     `inflight`: one stage per device), as do the last stage's `tail_layers` (multi-token prediction depths);
     recompute_buffer is the one layer of one micro-batch that recomputation rebuilds during the backward pass.
+    `layer_bytes`: (a.per_layer(), a.per_layer("none")) when the caller has them (several stages of one shape).
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
     first_held = inflight if first_held is None else _spec_number("inflight", first_held)
     last_held = inflight if last_held is None else _spec_number("inflight", last_held)
-    per_layer = a.per_layer()
-    none = a.per_layer("none")
+    per_layer, none = layer_bytes or (a.per_layer(), a.per_layer("none"))
     b, h, t, sp, cp = a.micro_batch_size, a.hidden, a.t, a.sequence_parallel, a.cp
     out = {
         "layers": per_layer * (n_layers * inflight + np.where(last, tail_layers, 0) * last_held),

@@ -417,10 +417,16 @@ def end_stages(cfg: MemoryConfig) -> EndStages:
     first_extra = _extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
     has_middle = (p > 2) | (both & (p > 1))
     middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
-    middle = {key: np.where(middle_inflight > 0, x, 0.0)
-              for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False).items()}
-    middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
-    held = {"first_held": first_held, "last_held": last_held}
+    held = {"first_held": first_held, "last_held": last_held,
+            "layer_bytes": (shape.per_layer(), shape.per_layer("none"))}
+    middle, middle_extra = None, 0.0
+    # split evenly a middle device holds the first device's layers without its embedding: it can be fuller only
+    # where it holds more micro-batches (or, with the ends in the split, more layers)
+    if np.any(np.asarray(lay.ends_in_split, dtype=bool)) or np.any(middle_inflight > np.asarray(inf.first)):
+        middle = {key: np.where(middle_inflight > 0, x, 0.0)
+                  for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False,
+                                                layer_bytes=held["layer_bytes"]).items()}
+        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
     return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
                                               tail_layers=np.where(both, k, 0), **held),
                      act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k, **held),

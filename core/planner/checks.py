@@ -44,41 +44,14 @@ class Checks:
     too_deep: np.ndarray
     rules: tuple = ()  # core.planner.cp_ep_rules.violations: (name, mask, reason) for cp and ep
 
-    def reasons(self, c: dict, model, gpu) -> tuple[np.ndarray, np.ndarray]:
+    def reasons(self, c: dict, model, gpu, static: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Why each candidate is infeasible (an empty tuple when it is feasible), as an object array of tuples, and
-        how many reasons each has; each reason starts with a tag."""
+        how many reasons each has; each reason starts with a tag. `static`: static_checks' answer for these
+        candidates, when the caller kept it (core.planner.plan_cache)."""
         n = c["t"].size
-        found: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (candidates, text of each, texts) per check
-
-        def add(mask, text, *keys, texts_of=None, by=None) -> None:
-            """text(i) for every candidate i in `mask`; with `keys` (the integer columns the text depends on),
-            once per distinct combination of them, shared by every candidate that has it (`texts_of(rows)`: the
-            texts of several candidates at once); with `by` (the one float column it depends on), once per
-            distinct value."""
-            idx = np.flatnonzero(mask)
-            if not idx.size:
-                return
-            if by is not None:  # thousands of candidates, a few hundred distinct bytes: format each value once
-                _, first, inverse = np.unique(by[idx], return_index=True, return_inverse=True)
-                found.append((idx, inverse.ravel(), [text(i) for i in idx[first].tolist()]))
-            elif keys:
-                _, first, inverse = distinct([np.broadcast_to(k, (n,))[idx] for k in keys])
-                rows = idx[first]
-                found.append((idx, inverse, texts_of(rows) if texts_of else [text(i) for i in rows.tolist()]))
-            else:  # a text per candidate, many of them the same (the same GB on every row of a layout)
-                ids: dict[str, int] = {}
-                which = np.fromiter((ids.setdefault(text(i), len(ids)) for i in idx.tolist()), dtype=np.int64,
-                                    count=idx.size)
-                found.append((idx, which, list(ids)))
-        B, d, b, m, p = self.batch, c["d"], c["b"], c["m"], c["p"]
-        ok = self.batch_ok
-        add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas", d)
-        add(~ok & (d <= B), lambda i: f"batch does not divide: {B:,} is not a multiple of d x b = {d[i]:,} x {b[i]}",
-            d, b)
-        add(ok & ~self.fills, lambda i: f"m < p: m = {m[i]} micro-batches cannot fill {c['schedule_name'][i]} on "
-                                        f"p = {p[i]} (needs m >= {self.min_m[i]})", m, c["schedule"], p, self.min_m)
-        add(ok & self.fills & ~self.m_ok, lambda i: f"too many micro-batches: m = {m[i]:,} > {MAX_SIM_M:,}, the "
-                                                    "simulator's range (use a larger micro-batch size)", m)
+        head, tail = static if static is not None else static_checks(c, model, gpu, self.batch, self, self.rules)
+        found = list(head)
+        add = functools.partial(_add, found, n)
         refused = self.refused != ""
         if refused.any():
             why = {r: f"not simulated: {r}" for r in set(self.refused[refused].tolist())}
@@ -94,21 +67,64 @@ class Checks:
             by=self.total)
         add(self.over & ~over, lambda i: f"too little headroom: {(self.usable - self.total[i]) / GB:,.1f} GB free < "
                                          f"{self.need / GB:,.1f} GB asked", by=self.total)
-        nobody = np.fromiter(map(operator.not_, c["frameworks"].tolist()), dtype=bool, count=n)
-        setting = _setting(c)
-        add(nobody, None, *setting,
-            texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(setting, rows, model)])
-        add(self.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
-            c["t"])
-        add(self.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers "
-                                     "(+ 2 where the embedding and loss count as layers)",
-            p, c["chunks"])
-        for name, mask, text in self.rules:  # each rule's text depends on t, d, cp, ep and etp only
-            tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",
-                   "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
-            add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}",
-                *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
-        return _per_candidate(n, found)
+        return _per_candidate(n, found + list(tail))
+
+
+def static_checks(c: dict, model, gpu, batch: int, split, rules: tuple) -> tuple[list, list]:
+    """The checks no step-time assumption changes, before and after the memory ones (the order reasons are told
+    in): the batch split (`split`: batch_ok, fills, min_m, m_ok, crosses, too_deep masks) and, after memory, no
+    framework, TP across servers, too many chunks and the cp / ep rules."""
+    n = c["t"].size
+    head: list = []
+    add = functools.partial(_add, head, n)
+    B, d, b, m, p = batch, c["d"], c["b"], c["m"], c["p"]
+    ok = split.batch_ok
+    add(~ok & (d > B), lambda i: f"batch smaller than d: {B:,} sequences cannot feed d = {d[i]:,} replicas", d)
+    add(~ok & (d <= B), lambda i: f"batch does not divide: {B:,} is not a multiple of d x b = {d[i]:,} x {b[i]}",
+        d, b)
+    add(ok & ~split.fills, lambda i: f"m < p: m = {m[i]} micro-batches cannot fill {c['schedule_name'][i]} on "
+                                     f"p = {p[i]} (needs m >= {split.min_m[i]})", m, c["schedule"], p, split.min_m)
+    add(ok & split.fills & ~split.m_ok, lambda i: f"too many micro-batches: m = {m[i]:,} > {MAX_SIM_M:,}, the "
+                                                  "simulator's range (use a larger micro-batch size)", m)
+    tail: list = []
+    add = functools.partial(_add, tail, n)
+    nobody = np.fromiter(map(operator.not_, c["frameworks"].tolist()), dtype=bool, count=n)
+    setting = _setting(c)
+    add(nobody, None, *setting,
+        texts_of=lambda rows: ["no framework runs it: " + r for r in _refusals(setting, rows, model)])
+    add(split.crosses, lambda i: f"TP crosses servers: t = {c['t'][i]} > {gpu.gpus_per_node} GPUs per server",
+        c["t"])
+    add(split.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers "
+                                  "(+ 2 where the embedding and loss count as layers)",
+        p, c["chunks"])
+    for name, mask, text in rules:  # each rule's text depends on t, d, cp, ep and etp only
+        tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",
+               "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
+        add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}",
+            *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
+    return head, tail
+
+
+def _add(found: list, n: int, mask, text, *keys, texts_of=None, by=None) -> None:
+    """Append (candidates, text number of each, texts) for the candidates in `mask`: text(i) for each; with `keys`
+    (the integer columns the text depends on), once per distinct combination of them, shared by every candidate
+    that has it (`texts_of(rows)`: the texts of several candidates at once); with `by` (the one float column it
+    depends on), once per distinct value."""
+    idx = np.flatnonzero(mask)
+    if not idx.size:
+        return
+    if by is not None:  # thousands of candidates, a few hundred distinct bytes: format each value once
+        _, first, inverse = np.unique(by[idx], return_index=True, return_inverse=True)
+        found.append((idx, inverse.ravel(), [text(i) for i in idx[first].tolist()]))
+    elif keys:
+        _, first, inverse = distinct([np.broadcast_to(k, (n,))[idx] for k in keys])
+        rows = idx[first]
+        found.append((idx, inverse, texts_of(rows) if texts_of else [text(i) for i in rows.tolist()]))
+    else:  # a text per candidate, many of them the same (the same GB on every row of a layout)
+        ids: dict[str, int] = {}
+        which = np.fromiter((ids.setdefault(text(i), len(ids)) for i in idx.tolist()), dtype=np.int64,
+                            count=idx.size)
+        found.append((idx, which, list(ids)))
 
 
 def _setting(c: dict) -> list[np.ndarray]:

@@ -45,8 +45,8 @@ from core.params.memory import RECOMPUTE_MODES
 from core.params.planner import BUDGET, SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY
 from core.planner import budget as work
-from core.planner import candidates, cp_ep, grid, rank_memory, simulation
-from core.planner.checks import Checks, warnings
+from core.planner import candidates, cp_ep, grid, plan_cache, rank_memory, simulation
+from core.planner.checks import Checks, static_checks, warnings
 from core.planner.columns import BREAKDOWN_COLUMNS, timing
 from core.planner.cp_ep_rules import violations
 from core.planner.factors import chunk_slots
@@ -77,7 +77,12 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     if search.narrowed:
         notes = [search.notice(budget), *filter(search.keeps, notes)]
     outside = candidates.excluded(q, model, gpu.gpus_per_node, usable)
-    c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
+    need = q.min_headroom * GB  # memory the user wants left free
+    # The candidates, their batch split, model states and memory gate: the same under other step-time assumptions
+    # (core.planner.plan_cache keeps them for the next plan of this question).
+    c, more, split_ok, mem, gate, last_on_first, static, warned = plan_cache.kept(
+        plan_cache.key(search.q, search.degrees, search.offload_where),
+        lambda: _structure(search, model, gpu, bpp, fp8, a, usable - need))
     notes += more
     split = rank_memory.params_per_rank(model, 1, 2, a.ends_in_split)[2]
     if c.size == 0:
@@ -85,18 +90,13 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                           tuple(notes), 0, search.narrowed)
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
     s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k)
-    c, split_ok = _batch_split(q, c, model, gpu)
 
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())
 
     # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
     # order alone, so only candidates that fit with them, and break no other rule, are simulated.
-    mem = _states(model, bpp, c, fp8, a.ends_in_split)
-    need = q.min_headroom * GB  # memory the user wants left free
-    gate = _gate(model, c, mem, split_ok, usable - need, fp8, a)
     codes = simulation.sim_codes(c, costs)
-    last_on_first = simulation.last_on_first(c)
     order, refused, spent = simulation.place_all(c, codes, gate.want)
     held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
@@ -119,14 +119,28 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     checks = Checks(q.batch, usable, need, split_ok.batch_ok, split_ok.fills, split_ok.min_m, split_ok.m_ok, refused,
                     gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
                     split_ok.crosses, split_ok.too_deep, gate.rules)
-    reasons, counts = checks.reasons(c, model, gpu)
+    reasons, counts = checks.reasons(c, model, gpu, static)
     frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (total, acts, worst, usable, gpu.mem_bytes),
-                            (reasons, counts == 0, warnings(c, model)), split_ok.crosses), c.size, outside, counts)
+                            (reasons, counts == 0, warned), split_ok.crosses), c.size, outside, counts)
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
     return PlanResult(q, model, gpu, precision, bpp, usable, a, split, frame, tuple(notes), fresh, search.narrowed,
                       spent)
+
+
+def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, room: float) -> tuple:
+    """(candidates with their batch split, the grid's notes, the split's masks, model states, the memory gate,
+    whether each candidate's last stage sits on its first device, the checks and warnings that need nothing else):
+    what no other step-time assumption changes."""
+    c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
+    if c.size == 0:
+        return c, more, None, None, None, None, None, None
+    c, split_ok = _batch_split(search.q, c, model, gpu)
+    mem = _states(model, bpp, c, fp8, a.ends_in_split)
+    gate = _gate(model, c, mem, split_ok, room, fp8, a)
+    static = static_checks(c, model, gpu, search.q.batch, split_ok, gate.rules)
+    return c, more, split_ok, mem, gate, simulation.last_on_first(c), static, warnings(c, model)
 
 
 @dataclass(frozen=True, eq=False)
