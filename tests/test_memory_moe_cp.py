@@ -59,6 +59,23 @@ def test_ring_attention_buffers_are_four_kv_chunks():
     assert float(context_parallel.ring_buffer_bytes(131072, 1, 16384, 128, 8, 8, 1)) == 0.0
 
 
+def test_the_all_gather_exchange_holds_the_whole_sequences_kv_and_its_gradients():
+    # Megatron-LM --cp-comm-type all_gather / Llama 3: the backward holds the gathered K and V of all 16 ranks and the
+    # full-sequence dK and dV before reduce-scattering them: 2 x 16 chunks, 128 MiB against the ring's 16 MiB.
+    chunk = 4_194_304
+    got = context_parallel.ring_buffer_bytes(131072, 1, 16384, 128, 8, 8, 16, cp_comm="all-gather")
+    assert float(got) == 2 * 16 * chunk == 128 * 2**20
+    assert float(context_parallel.ring_buffer_bytes(131072, 1, 16384, 128, 8, 8, 1, cp_comm="all-gather")) == 0.0
+    from core.memory import per_gpu
+    from core.model import presets
+    import dataclasses
+    mm = dataclasses.replace(per_gpu.ModelMemory.of(presets.model("llama3-405b")), seq=131072)
+    ring, gathered = (per_gpu.end_stages(per_gpu.MemoryConfig(
+        mm, per_gpu.Layout(t=8, p=16, cp=16), per_gpu.Training(sequence_parallel=True, cp_comm=comm),
+        per_gpu.InFlight(16.0, 1.0))) for comm in ("p2p", "all-gather"))
+    assert float(gathered.peak - ring.peak) == pytest.approx((32 - 4) * chunk)  # one layer's buffers, once
+
+
 def test_fp8_activations_save_seven_of_34_sbh():
     s, b, h, a = 2048, 1, 12288, 96
     sel = act.per_layer_bytes(s, b, h, a, 1, False, "selective")

@@ -29,6 +29,8 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     "mixtral": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, mb_sizes=(1, 2)),
     "deepseek-v3": PlannerParams(model="deepseek-v3", gpus=1024, batch=2048, mb_sizes=(1,)),
     "llama3-405b-128k": PlannerParams(model="llama3-405b", seq=131072, gpus=16384, batch=128, mb_sizes=(1,)),
+    "llama3-405b-128k-ag": PlannerParams(model="llama3-405b", seq=131072, gpus=16384, batch=128, mb_sizes=(1,),
+                                         cp_comm="all-gather"),  # Llama 3's exchange: the gathered K/V's buffers
     "llama3-70b-fp8": PlannerParams(model="llama3-70b", gpus=64, batch=512, precision="fp8"),
     "offload": PlannerParams(model="llama3-70b", gpus=8, batch=64, offload="all", zero="3", mb_sizes=(1,)),
     "custom-dense": PlannerParams(model="custom", layers=32, hidden=4096, heads=32, ffn=16384, vocab=50000,

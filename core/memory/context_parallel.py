@@ -7,6 +7,13 @@ them (send one chunk while receiving the next) in the forward, and in the backwa
 dK/dV around the same ring. So the transient peak, for the one layer being computed, is four K/V-sized chunks:
     4 x 2 (K and V) x (s / c) x b x (kv_heads / t) x head_dim x 2 bytes.
 Grouped-query attention makes the chunks small (kv_heads of heads), which is why CP suits Llama-style models.
+
+With the all-gather exchange instead (Megatron-LM --cp-comm-type all_gather, Llama 3's context parallelism), the
+layer being computed holds the whole sequence's K and V: Transformer Engine's AttnFuncWithCPAndKVAllGather
+gathers them (k_ag, v_ag: c chunks) in the forward and again in the backward, where it also fills full-sequence
+dK and dV (c chunks more) before reduce-scattering them (transformer_engine/pytorch/attention/
+dot_product_attention/context_parallel.py). Peak: 2 c chunks; the per-step partial gradients beside them are not
+counted.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from core.params.memory import ACTIVATIONS
 from core.params.model import MODEL
 
 CHUNKS_IN_FLIGHT = 4  # two K/V chunks double-buffered, plus their two gradient chunks in the backward
+ALL_GATHER_CHUNKS = 2  # x cp: the gathered K/V and the full-sequence dK/dV of the all-gather exchange
 
 
 def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0,
@@ -37,7 +45,10 @@ def kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, by
 
 
 def ring_buffer_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t=1, cp=1, bytes_per_value=2.0,
-                      head_dim=0) -> np.ndarray:
-    """Transient ring-attention buffers of the layer being computed; zero without context parallelism."""
+                      head_dim=0, cp_comm="p2p") -> np.ndarray:
+    """Transient K/V buffers of the layer being computed under context parallelism (`cp_comm`: "p2p", the ring,
+    or "all-gather"); zero without it."""
     chunk = kv_chunk_bytes(seq, micro_batch_size, hidden, heads, kv_heads, t, cp, bytes_per_value, head_dim)
-    return np.where(np.asarray(cp) > 1, CHUNKS_IN_FLIGHT * chunk, 0.0)
+    chunks = np.where(np.asarray(cp_comm, dtype=object) == "all-gather", ALL_GATHER_CHUNKS * np.asarray(cp),
+                      CHUNKS_IN_FLIGHT)
+    return np.where(np.asarray(cp) > 1, chunks * chunk, 0.0)

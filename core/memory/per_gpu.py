@@ -152,6 +152,7 @@ class Training:
     fp8: bool = False  # FP8 GEMMs: one-byte GEMM weights and linear-layer inputs
     bytes_per_param: BytesPerParam = ADAM_MIXED  # optimizer and precision (FP8 changes the weights' bytes)
     moe_capacity: float = 1.0
+    cp_comm: str = "p2p"  # context parallelism's K/V exchange: the ring's buffers or the whole gathered sequence
 
 
 @dataclass(frozen=True)
@@ -469,7 +470,7 @@ def _extra(cfg: MemoryConfig, inflight, moe_layers, tail=0, tail_held=None) -> n
     `inflight`), and ring attention's transient K/V buffers."""
     m, lay, tr = cfg.model, cfg.layout, cfg.training
     ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
-                             head_dim=m.head_dim)
+                             head_dim=m.head_dim, cp_comm=tr.cp_comm)
     if not m.is_moe or m.moe is None:
         return ring
     extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)

@@ -98,7 +98,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # order alone, so only candidates that fit with them, and break no other rule, are simulated.
     codes = simulation.sim_codes(c, costs)
     order, refused, spent = simulation.place_all(c, codes, gate.want)
-    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split)
+    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
     fits = mem.fixed + acts <= usable - need
     sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
@@ -169,11 +169,12 @@ class _Held:
     capacity: float
     last_on_first: np.ndarray
     ends_in_split: bool
+    cp_comm: str
 
     def of(self, order: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, fullest device) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
         return rank_memory.activations(self.model, self.c, order, self.last_on_first, rows, self.fp8, self.capacity,
-                                       self.ends_in_split)
+                                       self.ends_in_split, self.cp_comm)
 
     @staticmethod
     def merged(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +201,7 @@ def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float
     one, n = np.ones(c.size), c.size
     ones = dict.fromkeys(simulation.ORDER_FIELDS, one)  # one micro-batch in flight everywhere: a lower bound
     floor = mem.fixed + rank_memory.activations(model, c, ones, np.zeros(n, dtype=bool), split_ok.sized, fp8,
-                                                a.moe_capacity, a.ends_in_split)[0]
+                                                a.moe_capacity, a.ends_in_split, a.cp_comm)[0]
     hopeless = split_ok.sized & (floor > room)
     rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
     broken = np.zeros(n, dtype=bool)

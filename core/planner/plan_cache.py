@@ -1,9 +1,10 @@
 """The part of a plan that no step-time assumption changes, kept for the next plan of the same question.
 
 A lecturer moving an efficiency slider, or the planner page re-planning after an assumption, asks the same
-question again: the same candidates (core.planner.grid), batch split, model states and memory gate. Only three
+question again: the same candidates (core.planner.grid), batch split, model states and memory gate. Only four
 assumptions reach them: the embedding and loss in the split (memory placement), the MoE capacity factor
-(expert activations) and the reserve fraction (usable memory); every other assumption is reset in the key, so a
+(expert activations), the context-parallel K/V exchange (its buffers) and the reserve fraction (usable memory);
+every other assumption is reset in the key, so a
 re-plan under another one rebuilds only what depends on it (costs, simulation keys, times, the ranking).
 
 One entry is kept, and only when its arrays hold at most MAX_BYTES (a bigger question, near the work budget's
@@ -20,7 +21,7 @@ import numpy as np
 
 from core.params.planner import ASSUMPTIONS, PlannerParams
 
-KEEP = ("ends_in_split", "moe_capacity", "reserve_frac")  # the assumptions the kept part depends on
+KEEP = ("ends_in_split", "moe_capacity", "reserve_frac", "cp_comm")  # the assumptions the kept part reads
 MAX_BYTES = 96 * 2**20  # the kept entry's arrays (object arrays counted by their pointers)
 _KEPT: dict = {}
 

@@ -41,7 +41,8 @@ def params_per_rank(model: presets.ModelConfig, t, p, ends_in_split: bool = Fals
 
 
 def _config(model, c: dict, bpp, fp8: bool, rows=slice(None), capacity: float = 1.0,
-            inflight: per_gpu.InFlight | None = None, ends_in_split: bool = False) -> per_gpu.MemoryConfig:
+            inflight: per_gpu.InFlight | None = None, ends_in_split: bool = False,
+            cp_comm: str = "p2p") -> per_gpu.MemoryConfig:
     """The candidates `rows` as core.memory.per_gpu's records."""
     layout = per_gpu.Layout(t=c["t"][rows], p=c["p"][rows], d=c["d"][rows], cp=c["cp"][rows], ep=c["ep"][rows],
                             etp=c["etp"][rows], chunks=c["chunks"][rows], zero=c["zero"][rows],
@@ -49,7 +50,7 @@ def _config(model, c: dict, bpp, fp8: bool, rows=slice(None), capacity: float = 
                             ends_in_split=ends_in_split)
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=fp8, bytes_per_param=bpp,
-                                moe_capacity=capacity)
+                                moe_capacity=capacity, cp_comm=cp_comm)
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight())
 
 
@@ -64,7 +65,8 @@ def states(model, bpp, c: dict, fp8: bool = False, ends_in_split: bool = False) 
 
 
 def activations(model, c: dict, order: dict, last_on_first: np.ndarray, rows: np.ndarray, fp8: bool = False,
-                capacity: float = 1.0, ends_in_split: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                capacity: float = 1.0, ends_in_split: bool = False, cp_comm: str = "p2p"
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Peak activation bytes per GPU where `rows` (NaN elsewhere) and which device holds them ("first" / "last" /
     "middle"): core.memory.per_gpu.activation_bytes with the simulator's micro-batches in flight (`order`:
     core.planner.simulation.ORDER_FIELDS)."""
@@ -74,6 +76,6 @@ def activations(model, c: dict, order: dict, last_on_first: np.ndarray, rows: np
         inflight = per_gpu.InFlight(order["inflight"][rows], order["inflight_last"][rows], last_on_first[rows],
                                     order["inflight_middle"][rows], order["held_first_stage"][rows],
                                     order["held_last_stage"][rows])
-        cfg = _config(model, c, per_gpu.ADAM_MIXED, fp8, rows, capacity, inflight, ends_in_split)
+        cfg = _config(model, c, per_gpu.ADAM_MIXED, fp8, rows, capacity, inflight, ends_in_split, cp_comm)
         out[rows], worst[rows] = per_gpu.activation_bytes(cfg)
     return out, worst

@@ -184,6 +184,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
                             "precision": "fp8" if result.precision == "fp8" else "mixed"}
     if result.assumptions.ends_in_split:  # the stages' whole layers, as the plan placed them
         base["ends_in_split"] = True
+    if result.assumptions.cp_comm != "p2p":  # the whole sequence's K/V gathered: its buffers
+        base["cp_comm"] = result.assumptions.cp_comm
     if q.model == "custom":
         mem = ModelMemory.of(m)
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,

@@ -80,6 +80,7 @@ class ActInputs:
     cp: int = 1  # context parallelism: every activation term / cp
     seq: int = 0  # 0: the model's own (the shape's)
     moe_capacity: float = 1.0
+    cp_comm: str = "p2p"  # the K/V exchange of context parallelism (its transient buffers)
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
@@ -132,7 +133,7 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
                             ends_in_split=q.ends_in_split and q.split == "embedding-on-ends")
     training = per_gpu.Training(micro_batch_size=a.micro_batch_size, sequence_parallel=a.sequence_parallel,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
-                                moe_capacity=a.moe_capacity)
+                                moe_capacity=a.moe_capacity, cp_comm=a.cp_comm)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight())
 
 
