@@ -42,6 +42,18 @@ def test_parameters_of_the_fullest_device_are_whole_layers():
     assert float(per_gpu.dense_split(LLAMA70, 8, 1, 1, True)[0]) == float(per_gpu.dense_split(LLAMA70, 8, 1)[0])
 
 
+
+def test_a_v_shape_holds_both_ends_weights_on_its_first_device():
+    emb = LLAMA70.embedding
+    even, _ = per_gpu.dense_split(LLAMA70, 8, 8)
+    v, _ = per_gpu.dense_split(LLAMA70, 8, 8, 2, False, True)
+    assert float(v - even) * 8 == pytest.approx(emb)  # the output matrix beside the embedding
+    # in the split: ends 5 + 5 layers and both matrices on the first device, 10 layers on the others
+    ends_v, _ = per_gpu.dense_split(LLAMA70, 8, 8, 2, True, True)
+    assert float(ends_v) * 8 == pytest.approx(2 * emb + 10 * LLAMA70.layer_params)
+    assert float(per_gpu.dense_split(LLAMA70, 8, 1, 1, False, True)[0]) == float(per_gpu.dense_split(LLAMA70, 8, 1)[0])
+
+
 def _ends(ends_in_split: bool, inflight: per_gpu.InFlight) -> per_gpu.EndStages:
     cfg = per_gpu.MemoryConfig(LLAMA70, per_gpu.Layout(t=8, p=32, ends_in_split=ends_in_split),
                                per_gpu.Training(sequence_parallel=True), inflight)

@@ -66,9 +66,10 @@ def test_the_all_gather_exchange_holds_the_whole_sequences_kv_and_its_gradients(
     got = context_parallel.ring_buffer_bytes(131072, 1, 16384, 128, 8, 8, 16, cp_comm="all-gather")
     assert float(got) == 2 * 16 * chunk == 128 * 2**20
     assert float(context_parallel.ring_buffer_bytes(131072, 1, 16384, 128, 8, 8, 1, cp_comm="all-gather")) == 0.0
+    import dataclasses
+
     from core.memory import per_gpu
     from core.model import presets
-    import dataclasses
     mm = dataclasses.replace(per_gpu.ModelMemory.of(presets.model("llama3-405b")), seq=131072)
     ring, gathered = (per_gpu.end_stages(per_gpu.MemoryConfig(
         mm, per_gpu.Layout(t=8, p=16, cp=16), per_gpu.Training(sequence_parallel=True, cp_comm=comm),

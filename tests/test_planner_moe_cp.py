@@ -52,9 +52,10 @@ def test_deepseek_v3_with_its_dualpipe_fits_and_only_lacks_a_framework():
     # DualPipeV's first device holds 16.5 micro-batches of its two chunks, but its last stage (the output layer, the
     # loss and the MTP depth with its own logits) only the one micro-batch between that stage's forward and its
     # backward, and its first stage (the embedding) 32: the simulator's per-stage counts. Counting the fp32 logits
-    # (4,096 x 129,280 x 4 bytes, twice with the MTP depth) for all 16.5 made this 96.7 GB; it fits.
+    # (4,096 x 129,280 x 4 bytes, twice with the MTP depth) for all 16.5 made this 96.7 GB; it fits. The first
+    # device also holds both ends' weights: the output layer's 0.93B parameters beside the embedding (+3.0 GB).
     assert (row["inflight"], row["held_first_stage"], row["held_last_stage"]) == (16.5, 32.0, 1.0)
-    assert row["memory_bytes"] / 1e9 == pytest.approx(26.5, abs=0.3) and row["memory_bytes"] < r.usable
+    assert row["memory_bytes"] / 1e9 == pytest.approx(29.5, abs=0.3) and row["memory_bytes"] < r.usable
     assert row["reasons"][-1].startswith("no framework runs it")
 
 

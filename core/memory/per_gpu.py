@@ -223,12 +223,14 @@ def per_gpu(cfg: MemoryConfig) -> GpuMemory:
 
 # --------------------------------------------------------------------------------------------- model states
 
-def dense_split(m: ModelMemory, t, p, chunks=1, ends_in_split=False) -> tuple[np.ndarray, np.ndarray]:
+def dense_split(m: ModelMemory, t, p, chunks=1, ends_in_split=False, v_shape=False) -> tuple[np.ndarray, np.ndarray]:
     """(dense parameters on one GPU of the most loaded stage, one gathered block per TP rank). The V x h embedding
     sits on the first stage, the output layer on the last (a tied copy, or its own matrix, which leaves the
     body); a count smaller than the embeddings is split evenly. Where the ends count in the split
     (`ends_in_split`, p > 1) the stages hold whole layers (core.model.stage_split) and the fullest of the first
-    device (embedding), a middle one and the last stage's (output layer, prediction depths) is taken."""
+    device (embedding), a middle one and the last stage's (output layer, prediction depths) is taken. A V-shaped
+    schedule (`v_shape`, p > 1) runs the last stage on the first device, which then holds the output layer beside
+    the embedding."""
     t, p = np.asarray(t), np.asarray(p)
     matrices = 1 if m.tied else 2
     layer = np.asarray(m.layer_params / t, dtype=float)
@@ -236,14 +238,16 @@ def dense_split(m: ModelMemory, t, p, chunks=1, ends_in_split=False) -> tuple[np
         return np.asarray(m.dense_params / (t * p), dtype=float), layer
     body = np.where((p > 1) & (not m.tied), m.dense_params - m.embedding, m.dense_params)
     rank = np.asarray(split_params(body, t, p, "embedding-on-ends", m.embedding), dtype=float)
-    rank = rank + _mtp_dense(m, p) / t
+    both = np.asarray(v_shape, dtype=bool) & (p > 1)
+    rank = rank + (_mtp_dense(m, p) + np.where(both, m.embedding, 0.0)) / t
     ends = np.asarray(ends_in_split, dtype=bool) & (p > 1)
     if not ends.any():
         return rank, layer
-    first, mid, last = stage_split.device_layers(m.layers, p, chunks, m.mtp_layers, True)
+    first, mid, last = stage_split.device_layers(m.layers, p, chunks, m.mtp_layers, True, both)
     block = m.layer_params
-    fullest = np.maximum.reduce([m.embedding + first * block, mid * block,
-                                 m.embedding + last * block + _mtp_dense(m, p)])
+    output = m.embedding + _mtp_dense(m, p)  # the output layer (tied copy or own matrix) and prediction depths
+    fullest = np.maximum.reduce([m.embedding + first * block + np.where(both, output, 0.0), mid * block,
+                                 last * block + output])
     return np.where(ends, fullest / t, rank), layer
 
 
@@ -289,7 +293,7 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     dense_kw, expert_kw = dense_bytes(cfg), expert_bytes(cfg)
     t, p, zero = np.asarray(lay.t), np.asarray(lay.p), np.asarray(lay.zero)
     group = np.asarray(lay.d) * np.asarray(lay.cp)  # the dense weights' ZeRO group: d x cp
-    psi_rank, layer = dense_split(m, t, p, lay.chunks, lay.ends_in_split)
+    psi_rank, layer = dense_split(m, t, p, lay.chunks, lay.ends_in_split, cfg.inflight.last_on_first)
     shape = np.broadcast(psi_rank, group, zero, np.asarray(lay.offload, dtype=object)).shape
     psi_rank = np.broadcast_to(psi_rank, shape)
     states = model_states(psi_rank, group, zero, **dense_kw).total

@@ -137,10 +137,11 @@ def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, roo
     if c.size == 0:
         return c, more, None, None, None, None, None, None
     c, split_ok = _batch_split(search.q, c, model, gpu)
-    mem = _states(model, bpp, c, fp8, a.ends_in_split)
+    last_on_first = simulation.last_on_first(c)
+    mem = _states(model, bpp, c, fp8, a.ends_in_split, last_on_first)
     gate = _gate(model, c, mem, split_ok, room, fp8, a)
     static = static_checks(c, model, gpu, search.q.batch, split_ok, gate.rules)
-    return c, more, split_ok, mem, gate, simulation.last_on_first(c), static, warnings(c, model)
+    return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model)
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,8 +238,9 @@ class _Memory:
         return self.states["states_on_gpu_bytes"] + self.states["zero3_working_bytes"]
 
 
-def _states(model, bpp, c: grid.Candidates, fp8: bool, ends_in_split: bool = False) -> _Memory:
-    st = rank_memory.states(model, bpp, c, fp8, ends_in_split)  # dense and routed experts: core.memory.per_gpu
+def _states(model, bpp, c: grid.Candidates, fp8: bool, ends_in_split: bool = False,
+            last_on_first: np.ndarray | bool = False) -> _Memory:
+    st = rank_memory.states(model, bpp, c, fp8, ends_in_split, last_on_first)  # dense and experts: core.memory.per_gpu
     return _Memory(st, st)
 
 

@@ -54,10 +54,12 @@ def _config(model, c: dict, bpp, fp8: bool, rows=slice(None), capacity: float = 
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight())
 
 
-def states(model, bpp, c: dict, fp8: bool = False, ends_in_split: bool = False) -> dict[str, np.ndarray]:
+def states(model, bpp, c: dict, fp8: bool = False, ends_in_split: bool = False,
+           last_on_first: np.ndarray | bool = False) -> dict[str, np.ndarray]:
     """Per-GPU model-state bytes of every candidate (dense and routed experts): all of them, what stays on the GPU
     after offload, ZeRO-3's gathered layers; and the experts' share, rank and ZeRO group (for the step time)."""
-    got = per_gpu.model_state_parts(_config(model, c, bpp, fp8, ends_in_split=ends_in_split))
+    inflight = per_gpu.InFlight(last_on_first=last_on_first)  # a V shape: both ends' matrices on the first device
+    got = per_gpu.model_state_parts(_config(model, c, bpp, fp8, inflight=inflight, ends_in_split=ends_in_split))
     return {"psi_rank": got.psi_rank, "model_state_bytes": got.states, "states_on_gpu_bytes": got.states_on_gpu,
             "zero3_working_bytes": got.working + got.gathered, "expert_state_bytes": np.broadcast_to(got.expert_states,
                                                                                       got.psi_rank.shape),
