@@ -43,6 +43,15 @@ def stage_held(kind: np.ndarray, stage: np.ndarray, which: int) -> float:
     return float(max(np.cumsum(_HELD_DELTA[ops]).max(initial=0), 0))
 
 
+def end_counts(peak: np.ndarray, kind: np.ndarray, stage: np.ndarray, last_device: int) -> tuple[float, ...]:
+    """What memory needs of a schedule's order (core.memory.per_gpu.InFlight), from each device's peak held
+    (`peak`, peak_held) and the ops' kinds and stages: (the first device's peak, the last stage's device's, the
+    most of any other device or 0, the micro-batches the first and the last stage themselves hold)."""
+    others = np.delete(peak, [0, last_device])
+    return (float(peak[0]), float(peak[last_device]), float(others.max()) if others.size else 0.0,
+            stage_held(kind, stage, 0), stage_held(kind, stage, int(stage.max())))
+
+
 @dataclass(frozen=True, eq=False)
 class Timeline:
     schedule: Schedule

@@ -19,7 +19,7 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
-from core.pipeline.timeline import peak_held, stage_held
+from core.pipeline.timeline import end_counts, peak_held
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
@@ -205,11 +205,7 @@ def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True) -> tuple
         else:
             _, v_shape, sched, compiled = structure
             peak = peak_held(compiled.kind, compiled.seg, sched.stages_per_device)
-            last = 0 if v_shape else p - 1
-            others = np.delete(peak, [0, last])
-            got = (float(peak[0]), float(peak[last]), float(others.max()) if others.size else 0.0,
-                   stage_held(compiled.kind, compiled.stage, 0),
-                   stage_held(compiled.kind, compiled.stage, int(compiled.stage.max())))
+            got = end_counts(peak, compiled.kind, compiled.stage, 0 if v_shape else p - 1)
         if len(_ORDER) >= _SIM_CACHE_MAX:
             _ORDER.clear()
         _ORDER[key] = got

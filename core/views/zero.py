@@ -28,7 +28,7 @@ from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import PipelineParams, simulate
-from core.pipeline.timeline import stage_held
+from core.pipeline.timeline import end_counts
 from core.views.zero_report import (
     ActInputs,
     Shape,
@@ -209,11 +209,9 @@ def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
         raise InputError(f"activations: {exc}") from None
     s, held = result.schedule, result.timeline.peak_inflight
     last = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])  # the device of the last stage
-    others = np.delete(held, [0, last])
-    tl = result.timeline
-    return per_gpu.InFlight(float(held[0]), float(held[last]), last == 0 and p > 1,
-                            float(others.max()) if others.size else 0.0, stage_held(tl.kind, tl.stage, 0),
-                            stage_held(tl.kind, tl.stage, s.num_stages - 1))
+    first, last_held, middle, first_stage, last_stage = end_counts(held, result.timeline.kind,
+                                                                   result.timeline.stage, last)
+    return per_gpu.InFlight(first, last_held, last == 0 and p > 1, middle, first_stage, last_stage)
 
 
 def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
@@ -230,7 +228,7 @@ def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
     modes = activations.modes_table(shape.seq, shape.micro_batch_size, shape.hidden, shape.heads, shape.t, shape.cp,
                                     shape.fp8, shape.attn_width)
     middle = None
-    if cfg.layout.ends_in_split and float(ends.middle_total) > 0:
+    if ends.middle is not None and float(ends.middle_total) > 0:  # a middle device counted: its terms too
         middle = {k: float(x) for k, x in ends.middle.items()} | {"moe_and_ring": float(ends.middle_extra)}
         middle["total"] = float(ends.middle_total)
     inf = cfg.inflight
