@@ -9,7 +9,7 @@ keep 2 layers each (one slot for the embedding, one for the loss), the 30 middle
 import numpy as np
 import pytest
 
-from core.memory import per_gpu
+from core.memory import device_activations, per_gpu
 from core.model import presets, stage_split
 from core.planner import simulation
 
@@ -54,16 +54,16 @@ def test_a_v_shape_holds_both_ends_weights_on_its_first_device():
     assert float(per_gpu.dense_split(LLAMA70, 8, 1, 1, False, True)[0]) == float(per_gpu.dense_split(LLAMA70, 8, 1)[0])
 
 
-def _ends(ends_in_split: bool, inflight: per_gpu.InFlight) -> per_gpu.EndStages:
+def _ends(ends_in_split: bool, inflight: per_gpu.InFlight) -> device_activations.EndStages:
     cfg = per_gpu.MemoryConfig(LLAMA70, per_gpu.Layout(t=8, p=32, ends_in_split=ends_in_split),
                                per_gpu.Training(sequence_parallel=True), inflight)
-    return per_gpu.end_stages(cfg)
+    return device_activations.end_stages(cfg)
 
 
 def test_a_middle_device_can_hold_the_most():
     one_f_one_b = per_gpu.InFlight(32.0, 1.0, False, 31.0, 32.0, 1.0)  # 1F1B at p = 32: device i holds 32 - i
     got = _ends(True, one_f_one_b)
-    per_layer = float(per_gpu.activation_shape(per_gpu.MemoryConfig(
+    per_layer = float(device_activations.activation_shape(per_gpu.MemoryConfig(
         LLAMA70, per_gpu.Layout(t=8, p=32), per_gpu.Training(sequence_parallel=True))).per_layer())
     assert float(got.middle_total) == pytest.approx(3 * 31 * per_layer)  # 3 layers x 31 micro-batches
     assert float(got.first["layers"]) == pytest.approx(2 * 32 * per_layer)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from core.memory import activations as act
-from core.memory import context_parallel, experts, fp8, per_gpu
+from core.memory import context_parallel, device_activations, experts, fp8, per_gpu
 from core.model import presets
 from core.units import GB
 
@@ -71,7 +71,7 @@ def test_the_all_gather_exchange_holds_the_whole_sequences_kv_and_its_gradients(
     from core.memory import per_gpu
     from core.model import presets
     mm = dataclasses.replace(per_gpu.ModelMemory.of(presets.model("llama3-405b")), seq=131072)
-    ring, gathered = (per_gpu.end_stages(per_gpu.MemoryConfig(
+    ring, gathered = (device_activations.end_stages(per_gpu.MemoryConfig(
         mm, per_gpu.Layout(t=8, p=16, cp=16), per_gpu.Training(sequence_parallel=True, cp_comm=comm),
         per_gpu.InFlight(16.0, 1.0))) for comm in ("p2p", "all-gather"))
     assert float(gathered.peak - ring.peak) == pytest.approx((32 - 4) * chunk)  # one layer's buffers, once

@@ -21,8 +21,8 @@ one number made of the same parts:
   inputs; the embedding and the output layer for their own stage's micro-batches; a middle device too where the
   ends count in the split and the end stages hold fewer layers), with flash attention, sequence parallelism,
   recomputation, context parallelism, FP8, the micro-batch size, the MoE layers' expert activations and ring
-  attention's buffers (core.memory.activations, core.memory.experts, core.memory.context_parallel); the fullest
-  device is the one reported.
+  attention's buffers (core.memory.device_activations, on core.memory.activations, core.memory.experts and
+  core.memory.context_parallel); the fullest device is the one reported.
 
 Every field of the layout, the training settings and the in-flight counts may be an array (they broadcast), so the
 planner asks once for 100,000 candidates; the ZeRO page asks with the four ZeRO stages as one array.
@@ -35,10 +35,9 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from core import validate
-from core.memory import activations as act
+from core.memory import device_activations
 from core.memory import experts as moe
 from core.memory import fp8 as fp8_bytes
-from core.memory.context_parallel import ring_buffer_bytes
 from core.memory.fsdp import unsharded
 from core.memory.offload import PARAM_OFFLOADS, placement
 from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
@@ -214,7 +213,7 @@ def per_gpu(cfg: MemoryConfig) -> GpuMemory:
     """A configuration's bytes on one GPU: model states (dense and experts, after offload), the working set and
     the fullest device's activations."""
     s = model_state_parts(cfg)
-    acts, worst = activation_bytes(cfg)
+    acts, worst = device_activations.activation_bytes(cfg)
     shape = np.broadcast(s.psi_rank, acts).shape
     parts = {f.name: np.broadcast_to(getattr(s, f.name), shape) for f in fields(GpuMemory)}
     return GpuMemory(**parts | {"activations": np.broadcast_to(acts, shape), "worst_stage": np.broadcast_to(worst,
@@ -347,106 +346,6 @@ def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
             "gathered": gathered, "cpu": placed["cpu"], "nvme": placed["nvme"], "rank": rank, "group": group}
 
 
-# ---------------------------------------------------------------------------------------------- activations
-
-def activation_bytes(cfg: MemoryConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(peak activation bytes of the fullest device, which one: "first" / "last" / "middle"); see `end_stages`."""
-    ends = end_stages(cfg)
-    return ends.peak, ends.worst
-
-
-@dataclass(frozen=True)
-class EndStages:
-    """Each end stage's activation bytes by term (core.memory.activations.stage_bytes) plus what the dense formula
-    leaves out (MoE expert activations, ring attention's buffers), and the worse one."""
-
-    layers_per_device: np.ndarray
-    first: dict[str, np.ndarray]
-    last: dict[str, np.ndarray]
-    first_extra: np.ndarray
-    last_extra: np.ndarray
-    both_on_first: np.ndarray  # p = 1, or the last stage on the first device: the first device holds both ends
-    middle: dict[str, np.ndarray] | None = None  # the fullest other device (0 where InFlight.middle is not given)
-    middle_extra: object = 0.0
-
-    @property
-    def first_total(self) -> np.ndarray:
-        return self.first["total"] + self.first_extra
-
-    @property
-    def last_total(self) -> np.ndarray:
-        return np.where(self.both_on_first, 0.0, self.last["total"] + self.last_extra)
-
-    @property
-    def middle_total(self) -> np.ndarray:
-        return 0.0 if self.middle is None else self.middle["total"] + self.middle_extra
-
-    @property
-    def peak(self) -> np.ndarray:
-        return np.maximum.reduce(np.broadcast_arrays(self.first_total, self.last_total, self.middle_total))
-
-    @property
-    def worst(self) -> np.ndarray:
-        """"first", "last" or "middle": the device whose activations are counted (ties go to the ends)."""
-        first, last, mid = np.broadcast_arrays(self.first_total, self.last_total, self.middle_total)
-        ends = np.where(first >= last, "first", "last")
-        return np.where(mid > np.maximum(first, last), "middle", ends).astype(object)
-
-
-def activation_shape(cfg: MemoryConfig) -> act.Shape:
-    m, lay, tr = cfg.model, cfg.layout, cfg.training
-    return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
-                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width)
-
-
-def end_stages(cfg: MemoryConfig) -> EndStages:
-    """The end stages' activations (and a middle device's, where it holds more). The first stage holds its
-    micro-batches in flight plus the embedding's dropout mask, the last stage its (usually fewer) micro-batches
-    plus the output layer's inputs and the fp32 logits, and each prediction depth one more layer with its
-    embedding and logits; a single stage (p = 1), or a V-shaped schedule whose last stage sits on the first
-    device, carries both ends. Each device holds its stages' layers (core.model.stage_split: ceil(L / (p v)) x v
-    when split evenly; fewer on the end stages where the ends count in the split, so that a middle device may be
-    the fullest); MoE layers add their expert activations, context parallelism ring attention's K/V buffers."""
-    m, lay, inf = cfg.model, cfg.layout, cfg.inflight
-    p, chunks = np.asarray(lay.p), np.asarray(lay.chunks)
-    both = (p == 1) | np.asarray(inf.last_on_first, dtype=bool)
-    first_dev, mid_dev, last_dev = stage_split.device_layers(m.layers, p, chunks, m.mtp_layers, lay.ends_in_split,
-                                                             both)
-    moe_first, moe_mid, moe_last = _moe_counts(cfg, both)
-    shape = activation_shape(cfg)
-    k = m.mtp_layers  # each prediction depth: one more layer, embedding and fp32 logits on the last stage
-    first_held = inf.first if inf.first_stage is None else inf.first_stage
-    last_held = inf.last if inf.last_stage is None else inf.last_stage
-    ends = k * np.asarray(last_held) * _ends_bytes(cfg) if k else 0.0
-    last_extra = _extra(cfg, inf.last, moe_last, k, last_held) + ends
-    first_extra = _extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
-    has_middle = (p > 2) | (both & (p > 1))
-    middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
-    held = {"first_held": first_held, "last_held": last_held,
-            "layer_bytes": (shape.per_layer(), shape.per_layer("none"))}
-    middle, middle_extra = None, 0.0
-    # split evenly a middle device holds the first device's layers without its embedding: it can be fuller only
-    # where it holds more micro-batches (or, with the ends in the split, more layers)
-    if np.any(np.asarray(lay.ends_in_split, dtype=bool)) or np.any(middle_inflight > np.asarray(inf.first)):
-        middle = {key: np.where(middle_inflight > 0, x, 0.0)
-                  for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False,
-                                                layer_bytes=held["layer_bytes"]).items()}
-        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
-    return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
-                                              tail_layers=np.where(both, k, 0), **held),
-                     act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k, **held),
-                     first_extra, last_extra, both, middle, middle_extra)
-
-
-def _moe_counts(cfg: MemoryConfig, v_shape) -> tuple:
-    """MoE layers on the first, a middle and the last stage's device (core.memory.experts.moe_layers_on_devices);
-    zeros for a dense model."""
-    m, lay = cfg.model, cfg.layout
-    if not m.is_moe or m.moe is None:
-        return 0.0, 0.0, 0.0
-    return moe.moe_layers_on_devices(m, lay.p, lay.chunks, lay.ends_in_split, v_shape)
-
-
 def _moe_layers_fullest(cfg: MemoryConfig) -> np.ndarray:
     """MoE layers whose routed experts the most loaded device holds: evenly split, core.memory.experts.
     moe_layers_on_fullest; where the ends count in the split, the fullest of the first, a middle and the last
@@ -458,25 +357,3 @@ def _moe_layers_fullest(cfg: MemoryConfig) -> np.ndarray:
         return even
     counts = np.broadcast_arrays(*moe.moe_layers_on_devices(m, lay.p, lay.chunks, True))
     return np.where(ends, np.maximum.reduce(counts), even)
-
-
-def _ends_bytes(cfg: MemoryConfig) -> np.ndarray:
-    """One micro-batch's embedding and output-layer activations (what a prediction depth repeats)."""
-    m, lay, tr = cfg.model, cfg.layout, cfg.training
-    args = (m.seq, tr.micro_batch_size, m.hidden)
-    return (act.embedding_bytes(*args, lay.t, tr.sequence_parallel, lay.cp)
-            + act.output_bytes(*args, m.vocab, lay.t, tr.sequence_parallel, lay.cp))
-
-
-def _extra(cfg: MemoryConfig, inflight, moe_layers, tail=0, tail_held=None) -> np.ndarray:
-    """Beyond the dense layers' formula: the expert activations of a device's `moe_layers` MoE layers (of which
-    `tail`, the prediction depths, for the last stage's own `tail_held` micro-batches, the rest for the device's
-    `inflight`), and ring attention's transient K/V buffers."""
-    m, lay, tr = cfg.model, cfg.layout, cfg.training
-    ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
-                             head_dim=m.head_dim, cp_comm=tr.cp_comm)
-    if not m.is_moe or m.moe is None:
-        return ring
-    extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)
-    held = inflight if tail_held is None else tail_held
-    return extra * ((moe_layers - tail) * np.asarray(inflight) + tail * np.asarray(held)) + ring

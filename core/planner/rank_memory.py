@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.memory import per_gpu
+from core.memory import device_activations, per_gpu
 from core.model import presets
 
 
@@ -70,7 +70,7 @@ def activations(model, c: dict, order: dict, last_on_first: np.ndarray, rows: np
                 capacity: float = 1.0, ends_in_split: bool = False, cp_comm: str = "p2p"
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Peak activation bytes per GPU where `rows` (NaN elsewhere) and which device holds them ("first" / "last" /
-    "middle"): core.memory.per_gpu.activation_bytes with the simulator's micro-batches in flight (`order`:
+    "middle"): core.memory.device_activations.activation_bytes with the simulator's micro-batches in flight (`order`:
     core.planner.simulation.ORDER_FIELDS)."""
     out = np.full(c["t"].size, np.nan)
     worst = np.full(c["t"].size, None, dtype=object)
@@ -79,5 +79,5 @@ def activations(model, c: dict, order: dict, last_on_first: np.ndarray, rows: np
                                     order["inflight_middle"][rows], order["held_first_stage"][rows],
                                     order["held_last_stage"][rows])
         cfg = _config(model, c, per_gpu.ADAM_MIXED, fp8, rows, capacity, inflight, ends_in_split, cp_comm)
-        out[rows], worst[rows] = per_gpu.activation_bytes(cfg)
+        out[rows], worst[rows] = device_activations.activation_bytes(cfg)
     return out, worst

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.cost import comm
-from core.memory import fit, per_gpu
+from core.memory import device_activations, fit, per_gpu
 from core.memory import states as memory
 from core.params.lecture import LECTURE, M_MAX
 from core.params.memory import RECOMPUTE_MODES
@@ -350,8 +350,8 @@ def states_with_activations(psi_billion: float, n: int, mem_gb: float, hidden: i
     stages = per_gpu.Layout(d=n, zero=np.array([1, 3]))
     states = dict(zip((1, 3), per_gpu.model_state_parts(per_gpu.MemoryConfig(model, stages)).states_on_gpu.tolist(),
                       strict=True))
-    acts = {mode: float(per_gpu.activation_bytes(per_gpu.MemoryConfig(model, per_gpu.Layout(), per_gpu.Training(
-        micro_batch_size=b, recompute=mode)))[0]) for mode in RECOMPUTE_MODES}
+    acts = {mode: float(device_activations.activation_bytes(per_gpu.MemoryConfig(
+        model, per_gpu.Layout(), per_gpu.Training(micro_batch_size=b, recompute=mode)))[0]) for mode in RECOMPUTE_MODES}
     totals = {st: {mode: states[st] + a for mode, a in acts.items()} for st in states}
     fits = {st: {mode: bool(fit.fits(x, usable)) for mode, x in row.items()} for st, row in totals.items()}
     return StatesWithActivations(psi, n, usable, heads, states, acts, totals, fits)

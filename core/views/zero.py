@@ -20,7 +20,7 @@ import pandas as pd
 
 from core.cost import comm
 from core.errors import InputError
-from core.memory import deepspeed_estimate, equivalence, experts, fit, fsdp, per_gpu
+from core.memory import deepspeed_estimate, device_activations, equivalence, experts, fit, fsdp, per_gpu
 from core.memory import states as memory
 from core.memory.offload import PARAM_OFFLOADS
 from core.model import counts, presets
@@ -217,8 +217,8 @@ def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
 def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
     from core.memory import activations
 
-    ends = per_gpu.end_stages(cfg)
-    shape = per_gpu.activation_shape(cfg)
+    ends = device_activations.end_stages(cfg)
+    shape = device_activations.activation_shape(cfg)
     first = {k: float(x) for k, x in ends.first.items()} | {"moe_and_ring": float(ends.first_extra)}
     first["total"] = float(ends.first_total)
     last = None
