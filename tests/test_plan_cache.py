@@ -52,3 +52,14 @@ def test_a_structure_above_the_cap_is_not_kept(monkeypatch):
     first = planner.plan(Q).frame
     assert plan_cache._KEPT == {}
     pd.testing.assert_frame_equal(planner.plan(Q).frame, first)
+
+
+def test_a_kept_placement_is_counted_once():
+    """The plan that builds the structure spends the placement's share of the simulation budget; the next plan of
+    the same question does none of that work again and spends nothing."""
+    first = _fresh(Q)
+    assert len(first) and planner.plan(Q).sim_ops == 0
+    plan_cache.clear()
+    simulation.clear_cache()
+    assert planner.plan(Q).sim_ops > 0
+    plan_cache.clear()

@@ -13,7 +13,7 @@ from core.params.planner import SEARCH_SCHEDULES, PlannerParams
 from core.pipeline.schedules import REGISTRY, build
 from core.pipeline.simulate import Costs, run_timeline
 from core.planner import plan as planner
-from core.planner import simulation
+from core.planner import plan_cache, simulation
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -22,6 +22,12 @@ APP = str(ROOT / "app.py")
 BLOOM = dict(model="bloom-176b", gpu="a100-80gb", gpus=384, batch=2048)
 RANKED = ["t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "schedule", "v", "zero_stage", "reshard",
           "tp_comm_overlap", "recompute", "sequence_parallel", "offload", "step_time_s", "memory_bytes"]
+
+
+def _from_nothing() -> None:
+    """A plan from nothing: no simulation and no kept placement (core.planner.plan_cache) of an earlier plan."""
+    simulation.clear_cache()
+    plan_cache.clear()
 
 
 @pytest.mark.parametrize("name,p,m,v", [("1f1b", 4, 8, 1), ("interleaved", 4, 8, 2), ("zb-h1", 4, 8, 1),
@@ -63,17 +69,17 @@ def test_the_end_stages_own_counts_are_not_their_devices():
 
 
 def test_bloom_fits_the_budget_with_the_ranking_of_the_budget_lifted(monkeypatch):
-    simulation.clear_cache()
+    _from_nothing()
     r = planner.plan(PlannerParams(**BLOOM))
     assert not any("simulation budget" in n for n in r.notes)
     assert 0 < r.sim_ops <= simulation.SIM_BUDGET
     assert len(r.feasible) == 520
-    simulation.clear_cache()
+    _from_nothing()
     monkeypatch.setattr(simulation, "SIM_BUDGET", 10**12)
     lifted = planner.plan(PlannerParams(**BLOOM))
     pd.testing.assert_frame_equal(r.feasible[RANKED].reset_index(drop=True),
                                   lifted.feasible[RANKED].reset_index(drop=True))
-    simulation.clear_cache()
+    _from_nothing()
 
 
 def test_a_budget_the_old_search_ran_out_of_is_enough_now(monkeypatch):
@@ -83,17 +89,17 @@ def test_a_budget_the_old_search_ran_out_of_is_enough_now(monkeypatch):
     (building the schedules included). 1,035 are feasible: 73 interleaved ones more than when the last device's
     logits were counted for all of its chunks' micro-batches rather than its last stage's own."""
     q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
-    simulation.clear_cache()
+    _from_nothing()
     monkeypatch.setattr(simulation, "SIM_BUDGET", 10**12)
     lifted = planner.plan(q)
-    simulation.clear_cache()
+    _from_nothing()
     monkeypatch.setattr(simulation, "SIM_BUDGET", 4_500_000)
     r = planner.plan(q)
     assert not any("simulation budget" in n for n in r.notes) and r.sim_ops == lifted.sim_ops == 4_279_744
     assert len(r.feasible) == len(lifted.feasible) == 1035
     pd.testing.assert_frame_equal(r.feasible[RANKED].reset_index(drop=True),
                                   lifted.feasible[RANKED].reset_index(drop=True))
-    simulation.clear_cache()
+    _from_nothing()
 
 
 def test_an_infeasible_row_has_every_term_but_the_bubble_and_says_why_it_is_not_timed():

@@ -44,10 +44,11 @@ class Checks:
     too_deep: np.ndarray
     rules: tuple = ()  # core.planner.cp_ep_rules.violations: (name, mask, reason) for cp and ep
 
-    def reasons(self, c: dict, model, gpu, static: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Why each candidate is infeasible (an empty tuple when it is feasible), as an object array of tuples, and
-        how many reasons each has; each reason starts with a tag. `static`: static_checks' answer for these
-        candidates, when the caller kept it (core.planner.plan_cache)."""
+    def reasons(self, c: dict, model, gpu, static: tuple | None = None) -> tuple[np.ndarray, np.ndarray, tuple]:
+        """Why each candidate is infeasible (an empty tuple when it is feasible), as an object array of tuples, how
+        many reasons each has, and (each candidate's index into the distinct tuples, -1 for none; those tuples):
+        what a column read off the reasons needs to word each distinct tuple once. Each reason starts with a tag.
+        `static`: static_checks' answer for these candidates, when the caller kept it (core.planner.plan_cache)."""
         n = c["t"].size
         head, tail = static if static is not None else static_checks(c, model, gpu, self.batch, self, self.rules)
         found = list(head)
@@ -141,14 +142,17 @@ def _refusals(setting: list[np.ndarray], rows: np.ndarray, model) -> list[str]:
     return [_refusal_text(tuple(row), model.kv_heads, moe) for row in codes]
 
 
-def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]) -> tuple[np.ndarray, np.ndarray]:
+def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]) -> tuple[np.ndarray, np.ndarray,
+                                                                                           tuple]:
     """Each candidate's texts in check order, as one tuple per candidate (an object array; the same tuple object
-    for candidates with the same texts: it is built once per distinct combination) and their number."""
+    for candidates with the same texts: it is built once per distinct combination), their number, and (which
+    distinct tuple each candidate has, -1 for none; the distinct tuples)."""
     none = np.empty(1, dtype=object)
     none[0] = ()
     out = none[np.zeros(n, dtype=np.int64)]
+    group = np.full(n, -1, dtype=np.int64)
     if not found:
-        return out, np.zeros(n, dtype=np.int64)
+        return out, np.zeros(n, dtype=np.int64), (group, none[:0])
     ids: dict[str, int] = {}  # one number per distinct text (settings that differ can share a refusal)
     number = np.array([ids.setdefault(t, len(ids)) for _, _, ts in found for t in ts], dtype=np.int64)
     texts = list(ids)
@@ -170,7 +174,8 @@ def _per_candidate(n: int, found: list[tuple[np.ndarray, np.ndarray, list[str]]]
     table = np.empty(len(rows), dtype=object)
     table[:] = [tuple(texts[j] for j in row if j >= 0) for row in rows.tolist()]
     out[has] = table[inverse]
-    return out, counts
+    group[has] = inverse
+    return out, counts, (group, table)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -45,14 +45,20 @@ EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_cr
                                 "int64")}
 
 
-def timing(reasons, timed) -> np.ndarray:
+def timing(reasons, timed, groups: tuple | None = None) -> np.ndarray:
     """The `timing` column: "" where the step time was simulated, else why not, by the candidate's first reason's
     tag ("not timed: does not fit", "not timed: no framework runs it", ...): the planner simulates only candidates
     that can be feasible (core.planner.simulation), so the others have every term but the pipeline's bubble.
-    Candidates share their reason tuples, so each distinct tuple is worded once (100,000 rows: a few ms)."""
+    Candidates share their reason tuples, so each distinct tuple is worded once; `groups` (each candidate's index
+    into the distinct tuples, -1 for none; the tuples: core.planner.checks.Checks.reasons) saves finding them."""
     out = np.full(len(reasons), "", dtype=object)
     idle = np.flatnonzero(~np.asarray(timed, dtype=bool))
     if not idle.size:
+        return out
+    if groups is not None:
+        which, table = groups
+        words = np.array([_untimed(t) for t in table] + [_untimed(())], dtype=object)
+        out[idle] = words[which[idle]]  # -1: the last word, that of no reason
         return out
     if isinstance(reasons, np.ndarray):
         sub = reasons[idle]

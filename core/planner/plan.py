@@ -80,7 +80,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     need = q.min_headroom * GB  # memory the user wants left free
     # The candidates, their batch split, model states and memory gate: the same under other step-time assumptions
     # (core.planner.plan_cache keeps them for the next plan of this question).
-    c, more, split_ok, mem, gate, last_on_first, static, warned = plan_cache.kept(
+    (c, more, split_ok, mem, gate, last_on_first, static, warned, placed), built = plan_cache.kept(
         plan_cache.key(search.q, search.degrees, search.offload_where),
         lambda: _structure(search, model, gpu, bpp, fp8, a, usable - need))
     notes += more
@@ -94,13 +94,12 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())
 
-    # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
-    # order alone, so only candidates that fit with them, and break no other rule, are simulated.
+    # Only candidates that fit with the micro-batches their schedule holds in flight (placed before any simulation,
+    # in the kept structure), and break no other rule, are simulated.
     codes = simulation.sim_codes(c, costs)
-    order, refused, spent = simulation.place_all(c, codes, gate.want)
+    order, refused, spent, acts, worst, fits = placed
+    spent = spent if built else 0  # a kept placement's work was done, and counted, by the plan that built it
     held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
-    acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
-    fits = mem.fixed + acts <= usable - need
     sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
     refused = np.where(refused != "", refused, late)
     # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
@@ -119,9 +118,9 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     checks = Checks(q.batch, usable, need, split_ok.batch_ok, split_ok.fills, split_ok.min_m, split_ok.m_ok, refused,
                     gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
                     split_ok.crosses, split_ok.too_deep, gate.rules)
-    reasons, counts = checks.reasons(c, model, gpu, static)
+    reasons, counts, groups = checks.reasons(c, model, gpu, static)
     frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (total, acts, worst, usable, gpu.mem_bytes),
-                            (reasons, counts == 0, warned), split_ok.crosses), c.size, outside, counts)
+                            (reasons, counts == 0, warned, groups), split_ok.crosses), c.size, outside, counts)
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
@@ -131,17 +130,26 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
 
 def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, room: float) -> tuple:
     """(candidates with their batch split, the grid's notes, the split's masks, model states, the memory gate,
-    whether each candidate's last stage sits on its first device, the checks and warnings that need nothing else):
+    whether each candidate's last stage sits on its first device, the checks and warnings that need nothing else,
+    and the placement before simulating: micro-batches in flight, refusals, budget spent, activations, which fit):
     what no other step-time assumption changes."""
     c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
     if c.size == 0:
-        return c, more, None, None, None, None, None, None
+        return c, more, None, None, None, None, None, None, None
     c, split_ok = _batch_split(search.q, c, model, gpu)
     last_on_first = simulation.last_on_first(c)
     mem = _states(model, bpp, c, fp8, a.ends_in_split, last_on_first)
     gate = _gate(model, c, mem, split_ok, room, fp8, a)
     static = static_checks(c, model, gpu, search.q.batch, split_ok, gate.rules)
-    return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model)
+    # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
+    # order alone (schedule, p, m, v), so the placement, its share of the simulation budget and the activations
+    # are the same under every other step-time assumption.
+    shapes = np.stack([c.schedule, c.p, c.m, c.chunks], axis=1).astype(np.int64)
+    order, refused, spent = simulation.place_all(c, shapes, gate.want)
+    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
+    acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
+    placed = (order, refused, spent, acts, worst, mem.fixed + acts <= room)
+    return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model), placed
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,7 +280,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
              crosses: np.ndarray) -> dict:
     """The frame's columns (core.planner.columns.COLUMNS) for every candidate."""
     total, acts, worst, usable, gpu_bytes = memory_of
-    reasons, feasible, warned = verdict
+    reasons, feasible, warned, groups = verdict
     st = mem.states
     first_factor, last_factor = costs.factors(c.chunks)
     return {
@@ -291,7 +299,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
         "bubble_fraction": sims["bubble_fraction"],
         "bubble_vs_ideal": sims["bubble_vs_ideal"], "tf": costs.tf, "tb": costs.tb, "tw": costs.tw,
         "first_stage_factor": first_factor, "last_stage_factor": last_factor, "tp_crosses_node": crosses, **times,
-        "timing": timing(reasons, np.isfinite(times["step_time_s"])),
+        "timing": timing(reasons, np.isfinite(times["step_time_s"]), groups),
         "feasible": feasible, "reasons": reasons, "warnings": warned, "frameworks": c.frameworks,
     }
 

@@ -1,7 +1,9 @@
 """The part of a plan that no step-time assumption changes, kept for the next plan of the same question.
 
 A lecturer moving an efficiency slider, or the planner page re-planning after an assumption, asks the same
-question again: the same candidates (core.planner.grid), batch split, model states and memory gate. Only four
+question again: the same candidates (core.planner.grid), batch split, model states, memory gate and the placement
+before simulating (the micro-batches each schedule holds in flight, the activations they take, which candidates
+fit: the schedule's order alone sets them). Only four
 assumptions reach them: the embedding and loss in the split (memory placement), the MoE capacity factor
 (expert activations), the context-parallel K/V exchange (its buffers) and the reserve fraction (usable memory);
 every other assumption is reset in the key, so a
@@ -33,20 +35,22 @@ def key(q: PlannerParams, degrees: np.ndarray, offload_where) -> tuple:
     return replace(q, **reset), np.asarray(degrees).tobytes(), where
 
 
-def kept(k: tuple, build: Callable[[], tuple]) -> tuple:
-    """`build()` once per key (the last key only), its arrays frozen."""
+def kept(k: tuple, build: Callable[[], tuple]) -> tuple[tuple, bool]:
+    """`build()` once per key (the last key only), its arrays frozen; and whether it was built now (the work the
+    build did, a share of the simulation budget, is this plan's only then)."""
     got = _KEPT.get(k)
-    if got is None:
-        got = build()
-        _KEPT.clear()
-        arrays: list[np.ndarray] = []
-        for part in got:
-            _walk(part, arrays)
-        if sum(a.nbytes for a in {id(a): a for a in arrays}.values()) <= MAX_BYTES:
-            for a in arrays:
-                a.flags.writeable = False
-            _KEPT[k] = got
-    return got
+    if got is not None:
+        return got, False
+    got = build()
+    _KEPT.clear()
+    arrays: list[np.ndarray] = []
+    for part in got:
+        _walk(part, arrays)
+    if sum(a.nbytes for a in {id(a): a for a in arrays}.values()) <= MAX_BYTES:
+        for a in arrays:
+            a.flags.writeable = False
+        _KEPT[k] = got
+    return got, True
 
 
 def clear() -> None:
