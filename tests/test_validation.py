@@ -15,7 +15,7 @@ import pytest
 
 from core.cli import main
 from core.cost import calibration, flops, step_time
-from core.planner import validation
+from core.planner import accuracy, validation
 from scripts import fit_efficiency, validation_table
 
 TWELVE = ("narayanan-1.7b", "narayanan-18.4b", "narayanan-145.6b", "narayanan-1008.0b",
@@ -193,6 +193,24 @@ def test_calibration_and_held_out_rows_are_named_and_reported_apart(result):
 def test_readme_table_is_current(result):
     readme = (validation_table.ROOT / "README.md").read_text(encoding="utf-8")
     assert validation_table.block(result) in readme, "run python scripts/validation_table.py --write"
+
+
+def test_the_stored_accuracy_is_the_validations(result):
+    """The recommendation's "How far to trust the step time" (assets/accuracy.json) is this validation's: the
+    held-out summary of the modelled frameworks and the held-out runs of 1,000+ GPUs on other software."""
+    stored = (validation_table.ROOT / "assets" / accuracy.FILE).read_text(encoding="utf-8")
+    measured = accuracy.measure(result)
+    assert stored == accuracy.text(measured), "run python scripts/validation_table.py --write"
+    held = result.summary()["held-out"]
+    assert (measured.held_rows, measured.held_mean) == (held.rows, held.mean_abs_error)
+    large = result.matched[(result.matched["gpus"] >= 1000) & (result.matched["role"] == "held-out")
+                           & (result.matched["scope"] != validation.MODELLED)]
+    assert measured.large_rows == len(large) >= 10
+    assert measured.large_low == pytest.approx(large["error"].min())
+    assert measured.large_low < -0.1 < 0.0 < measured.large_high  # both ways: not a one-sided correction
+    words = accuracy.load().words()
+    assert f"{100 * held.mean_abs_error:.1f} % off on average" in words[0] and f"{measured.large_rows} published" \
+        in words[1]
 
 
 def test_cli_validate_json(capsys):

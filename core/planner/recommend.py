@@ -14,6 +14,7 @@ import pandas as pd
 
 from core.cost import flops
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
+from core.planner import accuracy
 from core.planner.result import PlanResult
 from core.units import GB
 
@@ -50,13 +51,14 @@ class Recommendation:
     notes: tuple[str, ...]  # what the search left out
     roomier: tuple[str, ...] = ()  # a nearly-as-fast candidate with much more free memory, when one exists
     unusual: tuple[str, ...] = ()  # what a layout unlike the usual practice gains and risks, when it is one
+    trust: tuple[str, ...] = ()  # how far off the step time was on published runs (core.planner.accuracy)
 
     def sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(title, items) in reading order; empty sections left out."""
-        titles = (("Layout", "Unlike the usual layout", "Nearly as fast, much more headroom", "Why it wins",
-                   "What limits it") if self.feasible
-                  else ("Layout", "", "", "Why no candidate is feasible", "What to try"))
-        items = (self.layout, self.unusual, self.roomier, self.why, self.limits)
+        titles = (("Layout", "How far to trust the step time", "Unlike the usual layout",
+                   "Nearly as fast, much more headroom", "Why it wins", "What limits it") if self.feasible
+                  else ("Layout", "", "", "", "Why no candidate is feasible", "What to try"))
+        items = (self.layout, self.trust, self.unusual, self.roomier, self.why, self.limits)
         out = tuple(zip(titles, items, strict=True)) + (("Assumptions", self.assumptions),
                                                          ("Search notes", self.notes))
         return tuple((title, x) for title, x in out if x)
@@ -118,7 +120,8 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
         + (", with the most memory headroom among equally fast ones." if len(result.feasible) > 1 else "."),
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
-                          assumptions, result.notes, _roomier(result, best), unusual(result, best))
+                          assumptions, result.notes, _roomier(result, best), unusual(result, best),
+                          accuracy.load().words())
 
 
 NEARLY = 0.02  # "nearly as fast": at most 2 % slower than the recommendation

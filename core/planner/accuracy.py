@@ -1,0 +1,86 @@
+"""How far to trust a planned step time, in the validation's own numbers (core.planner.validation), so that an
+engineer sizing a run reads the margin beside the figure.
+
+Two groups, both held out of every fit: the published runs of the frameworks the step-time model describes, and
+the published runs of 1,000 GPUs and more on other software (DeepSpeed's pipeline engine, Meta's Llama 3 stack,
+newer Megatron-Bridge releases, MegaScale's baseline), where real runs lose time the model does not see. The
+validation takes seconds, so `scripts/validation_table.py --write` stores what `measure` finds in
+assets/accuracy.json beside the README's table, and tests/test_validation.py fails when either is stale.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from core.params.catalog import ASSETS, document
+
+FILE = "accuracy.json"
+LARGE_GPUS = 1000  # "large": a run of at least this many GPUs
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    held_rows: int  # held-out runs of the modelled frameworks
+    held_sources: int
+    held_mean: float  # mean |error|, fractions; error = predicted / published - 1
+    held_max: float
+    held_signed: float
+    large_rows: int  # held-out runs of LARGE_GPUS or more on other software
+    large_software: tuple[str, ...]  # their sources' software, as the validation names it
+    large_signed: float
+    large_low: float  # the most optimistic (the published run slowest against the prediction)
+    large_high: float
+
+    def words(self) -> tuple[str, ...]:
+        """The two margins in plain words (the recommendation's "How far to trust it")."""
+        return (
+            f"Held out of every fit, on {self.held_rows} published runs of the frameworks modelled here "
+            f"(Megatron-LM and NeMo, {self.held_sources} sources) the step time was {100 * self.held_mean:.1f} % off "
+            f"on average and at most {100 * self.held_max:.1f} % (signed mean {100 * self.held_signed:+.1f} %; "
+            "negative: the run was slower than predicted).",
+            f"On {self.large_rows} published runs of {LARGE_GPUS:,}+ GPUs on other software "
+            f"({'; '.join(self.large_software)}) it was {100 * self.large_low:+.1f} % to "
+            f"{100 * self.large_high:+.1f} % off (signed mean {100 * self.large_signed:+.1f} %): those stacks' own "
+            "overheads and speed-ups are not modelled, so budget that margin for a run of that kind.",
+        )
+
+
+def measure(result) -> Accuracy:
+    """The margins of a core.planner.validation.Validation."""
+    from core.planner.validation import MODELLED, scope  # here: only the writer needs the validation
+
+    held = result.summary()["held-out"]
+    s = result.matched
+    other = s["source"].map(lambda k: scope(k) != MODELLED)
+    large = s[other & (s["role"] == "held-out") & (s["gpus"] >= LARGE_GPUS) & s["error"].notna()]
+    e = large["error"].to_numpy(dtype=float)
+    software = tuple(dict.fromkeys(_software(scope(k)) for k in sorted(set(large["source"]))))
+    return Accuracy(held.rows, held.sources, held.mean_abs_error, held.max_abs_error, held.signed_mean_error,
+                    int(e.size), software, float(e.mean()), float(e.min()), float(e.max()))
+
+
+def _software(why: str) -> str:
+    """A source's software from its scope ("other framework: DeepSpeed's pipeline engine with ..." ->
+    "DeepSpeed's pipeline engine")."""
+    return why.split(": ", 1)[-1].split(" (")[0].split(" with ")[0]
+
+
+def write(acc: Accuracy) -> None:
+    (ASSETS / FILE).write_text(text(acc), encoding="utf-8")
+
+
+def text(acc: Accuracy) -> str:
+    """assets/accuracy.json's content for `acc` (rounded: the file is compared as text)."""
+    plain = {k: (round(v, 6) if isinstance(v, float) else list(v) if isinstance(v, tuple) else v)
+             for k, v in asdict(acc).items()}
+    return json.dumps(plain, indent=1) + "\n"
+
+
+@lru_cache(maxsize=1)
+def load() -> Accuracy:
+    """The stored margins (assets/accuracy.json)."""
+    d = document(FILE)
+    return Accuracy(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
