@@ -3,9 +3,10 @@
 Each plan searches every t x p x d of G (t dividing the heads, p up to 64 and the layers), micro-batch sizes
 1, 2, 4, 8, ZeRO 0-3, recompute none / selective / full, sequence parallelism off / on, and the schedules
 1F1B, interleaved (v = 2) and ZB-H1: core.planner.plan, exactly what the CLI and the page call. "cold" clears
-the planner's simulation cache first, so every distinct (schedule, p, m, v) is simulated inside the timing;
-"warm" is the same plan again (every simulation shared from the cache: what a page rerun with other step-time
-assumptions costs).
+the planner's simulation cache and its kept structure (core.planner.plan_cache) first, so the candidates, their
+memory and every distinct (schedule, p, m, v) are built and simulated inside the timing: a question's first plan;
+"warm" is the same plan again (the structure kept, every simulation shared from the cache: what a page rerun with
+other step-time assumptions costs, less the simulations its new keys need).
 
 Run: python bench/bench_planner.py
 """
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.params.planner import PlannerParams  # noqa: E402
 from core.planner import plan as planner  # noqa: E402
-from core.planner import simulation  # noqa: E402
+from core.planner import plan_cache, simulation  # noqa: E402
 
 MB_SIZES = (1.0, 2.0, 4.0, 8.0)
 CASES = (
@@ -62,6 +63,7 @@ def _timed(q: PlannerParams, cold: bool) -> tuple[float, planner.PlanResult]:
     for _ in range(REPEATS):
         if cold:
             simulation.clear_cache()
+            plan_cache.clear()
         t0 = time.perf_counter()
         result = planner.plan(q)
         times.append(time.perf_counter() - t0)
@@ -117,6 +119,7 @@ def page_rows() -> list[dict]:
 
     ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0  # no browser is painting (as bench/bench_pages.py)
     simulation.clear_cache()
+    plan_cache.clear()
     rows = []
     for label, query in (("default settings", {}), ("largest settings (G = 65,536, 8 micro-batch sizes, offload all, "
                                                     "1,000 rows)", LARGEST)):

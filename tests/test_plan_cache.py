@@ -54,12 +54,18 @@ def test_a_structure_above_the_cap_is_not_kept(monkeypatch):
     pd.testing.assert_frame_equal(planner.plan(Q).frame, first)
 
 
-def test_a_kept_placement_is_counted_once():
-    """The plan that builds the structure spends the placement's share of the simulation budget; the next plan of
-    the same question does none of that work again and spends nothing."""
-    first = _fresh(Q)
-    assert len(first) and planner.plan(Q).sim_ops == 0
+def test_the_budget_counts_a_re_plan_as_a_plan_from_nothing():
+    """The simulation budget counts the work a plan from nothing does, whatever the caches and the kept structure
+    hold, so a warm server rules out what a cold one does (core.planner.simulation.SIM_BUDGET)."""
     plan_cache.clear()
     simulation.clear_cache()
-    assert planner.plan(Q).sim_ops > 0
+    first = planner.plan(Q)
+    other = dataclasses.replace(Q, eff=0.45)
+    cold = planner.plan(other)  # the structure kept, new simulation keys
+    warm = planner.plan(other)  # everything cached
+    plan_cache.clear()
+    simulation.clear_cache()
+    nothing = planner.plan(other)
+    assert first.sim_ops > 0 and cold.sim_ops == warm.sim_ops == nothing.sim_ops
+    assert warm.simulations == 0 < cold.simulations
     plan_cache.clear()

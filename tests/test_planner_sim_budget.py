@@ -138,3 +138,17 @@ def test_the_planner_page_answers_without_a_budget_notice(query):
     shown = [e.value for kind in ("warning", "info", "markdown", "caption", "success") for e in getattr(at, kind)]
     assert not any("simulation budget" in str(text) for text in shown)
     assert {m.label: m.value for m in at.metric}["Layout t x p x d"]  # a recommendation, not a warning
+
+
+def test_a_budget_that_binds_gives_a_warm_server_the_cold_servers_plan(monkeypatch):
+    """Where the budget runs out, a plan on a server whose caches hold every schedule is the plan from nothing: the
+    budget counts the work, not what the caches save (a shared link shows every replica the same rows)."""
+    q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
+    monkeypatch.setattr(simulation, "SIM_BUDGET", 2_000_000)
+    _from_nothing()
+    cold = planner.plan(q)
+    assert any("simulation budget" in n for n in cold.notes) and 0 < len(cold.feasible) < 1035
+    warm = planner.plan(q)
+    pd.testing.assert_frame_equal(warm.frame, cold.frame)
+    assert warm.sim_ops == cold.sim_ops and warm.simulations == 0
+    _from_nothing()

@@ -80,7 +80,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     need = q.min_headroom * GB  # memory the user wants left free
     # The candidates, their batch split, model states and memory gate: the same under other step-time assumptions
     # (core.planner.plan_cache keeps them for the next plan of this question).
-    (c, more, split_ok, mem, gate, last_on_first, static, warned, placed), built = plan_cache.kept(
+    c, more, split_ok, mem, gate, last_on_first, static, warned, placed = plan_cache.kept(
         plan_cache.key(search.q, search.degrees, search.offload_where),
         lambda: _structure(search, model, gpu, bpp, fp8, a, usable - need))
     notes += more
@@ -97,15 +97,15 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # Only candidates that fit with the micro-batches their schedule holds in flight (placed before any simulation,
     # in the kept structure), and break no other rule, are simulated.
     codes = simulation.sim_codes(c, costs)
-    order, refused, spent, acts, worst, fits = placed
-    spent = spent if built else 0  # a kept placement's work was done, and counted, by the plan that built it
+    order, refused, spent, paid, acts, worst, fits = placed
+    paid = set(paid)  # the shapes the placement counted (the kept set is not written to)
     held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
-    sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent)
+    sims, late, fresh, spent = simulation.simulate_all(c, codes, fits, spent, paid)
     refused = np.where(refused != "", refused, late)
     # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
     # what the budget has left, once the feasible ones are timed; none of them is simulated.
     rest = split_ok.sized & ~gate.hopeless & ~gate.want
-    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False)
+    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False, paid=paid)
     simulation.trim_compiled()
     acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
     order = {k: np.where(gate.want, order[k], more[k]) for k in order}
@@ -145,10 +145,11 @@ def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, roo
     # order alone (schedule, p, m, v), so the placement, its share of the simulation budget and the activations
     # are the same under every other step-time assumption.
     shapes = np.stack([c.schedule, c.p, c.m, c.chunks], axis=1).astype(np.int64)
-    order, refused, spent = simulation.place_all(c, shapes, gate.want)
+    paid: set = set()
+    order, refused, spent = simulation.place_all(c, shapes, gate.want, paid=paid)
     held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
-    placed = (order, refused, spent, acts, worst, mem.fixed + acts <= room)
+    placed = (order, refused, spent, frozenset(paid), acts, worst, mem.fixed + acts <= room)
     return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model), placed
 
 

@@ -35,12 +35,11 @@ def key(q: PlannerParams, degrees: np.ndarray, offload_where) -> tuple:
     return replace(q, **reset), np.asarray(degrees).tobytes(), where
 
 
-def kept(k: tuple, build: Callable[[], tuple]) -> tuple[tuple, bool]:
-    """`build()` once per key (the last key only), its arrays frozen; and whether it was built now (the work the
-    build did, a share of the simulation budget, is this plan's only then)."""
+def kept(k: tuple, build: Callable[[], tuple]) -> tuple:
+    """`build()` once per key (the last key only), its arrays frozen."""
     got = _KEPT.get(k)
     if got is not None:
-        return got, False
+        return got
     got = build()
     _KEPT.clear()
     arrays: list[np.ndarray] = []
@@ -50,7 +49,7 @@ def kept(k: tuple, build: Callable[[], tuple]) -> tuple[tuple, bool]:
         for a in arrays:
             a.flags.writeable = False
         _KEPT[k] = got
-    return got, True
+    return got
 
 
 def clear() -> None:

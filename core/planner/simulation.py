@@ -36,6 +36,9 @@ _COMPILED_KEPT_OPS = 2_000_000
 # only searches over thousands of candidates that fit reach it, and what it leaves out is named.
 SIM_BUDGET = 12_000_000
 SIM_SETUP_OPS = 10_000
+# The budget counts the work as a plan from nothing does it, whatever the caches hold: a shape's building once per
+# plan, each simulated key's operations, cached or not. So the budget rules out the same candidates on a cold server
+# as on a warm one, and a shared link shows every replica the same plan; the caches only save the time.
 # Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
 # candidates whose costs differ by less share one simulation. The planner applies the simulated makespan / busy
 # ratio to each candidate's own busy time, so the rounding moves a step time by about step x bubble share.
@@ -229,14 +232,16 @@ def _spent() -> str:
             "to narrow the search")
 
 
-def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
-              keep: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0, keep: bool = True,
+              paid: set | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """Per candidate where `want`: the micro-batches in flight (ORDER_FIELDS, from each schedule's order: built and
     compiled once per (schedule, p, m, v), nothing simulated), NaN elsewhere; the refusal (or "") per candidate;
     the operations spent of SIM_BUDGET so far (`spent` before). A shape costs its estimated operations plus
-    SIM_SETUP_OPS, counted before it is built; a shape the simulator refuses costs nothing; the most shared shapes
-    come first. `keep`: keep the compiled schedules for simulate_all (False: candidates that are never simulated,
-    so that their schedules are not held in memory)."""
+    SIM_SETUP_OPS, counted before it is built, once per plan (`paid`: the shapes this plan has counted, updated;
+    cached or not, see SIM_BUDGET); a shape the simulator refuses costs nothing; the most shared shapes come first.
+    `keep`: keep the compiled schedules for simulate_all (False: candidates that are never simulated, so that their
+    schedules are not held in memory)."""
+    paid = set() if paid is None else paid
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in ORDER_FIELDS}
     refused = np.full(n, "", dtype=object)
@@ -250,7 +255,7 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
         s, p, m, v = shapes[i].tolist()
         key = (SEARCH_SCHEDULES[s], p, m, v)
         ops = estimated_ops(*key)
-        cost = 0 if key in _ORDER or ops > MAX_OPS else ops + (0 if key in _COMPILED else SIM_SETUP_OPS)
+        cost = 0 if key in paid or ops > MAX_OPS else ops + SIM_SETUP_OPS
         if spent + cost > SIM_BUDGET:
             why[i] = _spent()
             continue
@@ -259,6 +264,7 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
             why[i] = got  # refused while being built: it cost a check, not a simulation
             continue
         spent += cost
+        paid.add(key)
         values[i] = got
     for j, k in enumerate(out):
         out[k][rows] = values[inverse, j]
@@ -266,11 +272,14 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
     return out, refused, spent
 
 
-def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
-                 spent: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
+                 paid: set | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
     """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, the most
     shared keys first, within what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "")
-    per candidate; the number of distinct keys simulated now; the operations spent so far."""
+    per candidate; the number of distinct keys simulated now; the operations spent so far. Every key counts its
+    operations, cached or not, and its shape's building unless this plan counted it (`paid`, from place_all):
+    the budget's verdict does not depend on what the caches hold (SIM_BUDGET)."""
+    paid = set() if paid is None else paid
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
     refused = np.full(n, "", dtype=object)
@@ -279,7 +288,7 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
         return out, refused, 0, spent
     unique, _, inverse = distinct(codes[rows].T)
     users = np.bincount(inverse, minlength=len(unique))  # candidates that need each key
-    fresh, todo, compiling = 0, [], set()
+    fresh, todo = 0, []
     values = np.full((len(unique), len(SIM_FIELDS)), np.nan)
     why = np.full(len(unique), "", dtype=object)
 
@@ -291,17 +300,17 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray,
 
     for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
         key = _key_of(unique[i])
-        got = _SIM_CACHE.get(key)
-        if got is not None:
-            record(i, got)
-            continue
         structure = key[:4]
-        cost = estimated_ops(*structure) + (0 if structure in _COMPILED or structure in compiling else SIM_SETUP_OPS)
+        cost = estimated_ops(*structure) + (0 if structure in paid else SIM_SETUP_OPS)
         if spent + cost > SIM_BUDGET:
             why[i] = _spent()
             continue
         spent += cost
-        compiling.add(structure)
+        paid.add(structure)
+        got = _SIM_CACHE.get(key)
+        if got is not None:
+            record(i, got)
+            continue
         fresh += 1
         todo.append(i)
     for i, got in zip(todo, _simulate([_key_of(unique[i]) for i in todo]), strict=True):
