@@ -298,15 +298,22 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
         else:
             values[i] = got[:len(SIM_FIELDS)]
 
+    # Each key's cost from its shape's, worked out once per shape (thousands of keys share a few hundred shapes).
+    shapes, _, shape_of = distinct(unique[:, :4].T)
+    names = [(SEARCH_SCHEDULES[s], p, m, v) for s, p, m, v in shapes.tolist()]
+    ops = [estimated_ops(*k) for k in names]
+    unpaid = [k not in paid for k in names]
     for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
-        key = _key_of(unique[i])
-        structure = key[:4]
-        cost = estimated_ops(*structure) + (0 if structure in paid else SIM_SETUP_OPS)
+        j = int(shape_of[i])
+        cost = ops[j] + (SIM_SETUP_OPS if unpaid[j] else 0)
         if spent + cost > SIM_BUDGET:
             why[i] = _spent()
             continue
         spent += cost
-        paid.add(structure)
+        if unpaid[j]:
+            unpaid[j] = False
+            paid.add(names[j])
+        key = _key_of(unique[i])
         got = _SIM_CACHE.get(key)
         if got is not None:
             record(i, got)
