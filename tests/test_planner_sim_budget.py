@@ -152,3 +152,28 @@ def test_a_budget_that_binds_gives_a_warm_server_the_cold_servers_plan(monkeypat
     pd.testing.assert_frame_equal(warm.frame, cold.frame)
     assert warm.sim_ops == cold.sim_ops and warm.simulations == 0
     _from_nothing()
+
+
+def test_placing_leaves_half_the_budget_to_simulate(monkeypatch):
+    """Placing Llama 3 70B's candidates on 64 A100 takes 2.05 M operations; under a 3 M budget placing stops at
+    half of it (simulation.PLACE_SHARE), so that what fits is still simulated and ranked."""
+    q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
+    spent = []
+    place = simulation.place_all
+
+    def spy(*args, **kwargs):
+        out = place(*args, **kwargs)
+        spent.append(out[2])
+        return out
+
+    monkeypatch.setattr(simulation, "place_all", spy)
+    _from_nothing()
+    whole = planner.plan(q)
+    assert spent[0] == 2_046_568 < simulation.PLACE_SHARE * simulation.SIM_BUDGET
+    monkeypatch.setattr(simulation, "SIM_BUDGET", 3_000_000)
+    spent.clear()
+    _from_nothing()
+    r = planner.plan(q)
+    assert spent[0] <= simulation.PLACE_SHARE * 3_000_000 < 2_046_568
+    assert r.simulations > 0 and 0 < len(r.feasible) < len(whole.feasible) == 1035
+    _from_nothing()
