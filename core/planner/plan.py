@@ -78,8 +78,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
         notes = [search.notice(budget), *filter(search.keeps, notes)]
     outside = candidates.excluded(q, model, gpu.gpus_per_node, usable)
     need = q.min_headroom * GB  # memory the user wants left free
-    # The candidates, their batch split, model states and memory gate: the same under other step-time assumptions
-    # (core.planner.plan_cache keeps them for the next plan of this question).
+    # The candidates, their batch split, model states, memory gate and placement before simulating: the same under
+    # other step-time assumptions (core.planner.plan_cache keeps them for the next plan of this question).
     c, more, split_ok, mem, gate, last_on_first, static, warned, placed = plan_cache.kept(
         plan_cache.key(search.q, search.degrees, search.offload_where),
         lambda: _structure(search, model, gpu, bpp, fp8, a, usable - need))

@@ -3,11 +3,10 @@
 A lecturer moving an efficiency slider, or the planner page re-planning after an assumption, asks the same
 question again: the same candidates (core.planner.grid), batch split, model states, memory gate and the placement
 before simulating (the micro-batches each schedule holds in flight, the activations they take, which candidates
-fit: the schedule's order alone sets them). Only four
-assumptions reach them: the embedding and loss in the split (memory placement), the MoE capacity factor
-(expert activations), the context-parallel K/V exchange (its buffers) and the reserve fraction (usable memory);
-every other assumption is reset in the key, so a
-re-plan under another one rebuilds only what depends on it (costs, simulation keys, times, the ranking).
+fit: the schedule's order alone sets them). Only four assumptions reach them: the embedding and loss in the split
+(memory placement), the MoE capacity factor (expert activations), the context-parallel K/V exchange (its buffers)
+and the reserve fraction (usable memory); every other assumption is reset in the key, so a re-plan under another
+one rebuilds only what depends on it (costs, simulation keys, times, the ranking).
 
 One entry is kept, and only when its arrays hold at most MAX_BYTES (a bigger question, near the work budget's
 400,000 candidates, is rebuilt each time rather than held); the arrays are shared with the plans that read them and
