@@ -36,7 +36,8 @@ class Accuracy:
     def words(self) -> tuple[str, ...]:
         """The two margins in plain words (the recommendation's "How far to trust it")."""
         return (
-            f"Held out of every fit, on {self.held_rows} published runs of the frameworks modelled here "
+            f"At the default assumptions and held out of every fit, on {self.held_rows} published runs of the "
+            "frameworks modelled here "
             f"(Megatron-LM and NeMo, {self.held_sources} sources) the step time was {100 * self.held_mean:.1f} % off "
             f"on average and at most {100 * self.held_max:.1f} % (signed mean {100 * self.held_signed:+.1f} %; "
             "negative: the run was slower than predicted).",
