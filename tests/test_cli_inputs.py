@@ -63,3 +63,34 @@ def test_parallel_attention_and_mlp_blocks(capsys):
     # (the exchanges as issued halve exactly: tests/test_layer_ops.py; here part of them hides behind GEMMs)
     with pytest.raises(InputError, match="parallel"):
         PlannerParams.from_strings({"parallel": "sometimes"})
+
+
+def _parsers():
+    import argparse
+    import importlib
+
+    from core.cli import SUBCOMMANDS
+    for name, (module, _) in SUBCOMMANDS.items():
+        parser = argparse.ArgumentParser(prog=name)
+        importlib.import_module(module).build(parser)
+        yield name, parser
+
+
+def test_every_switch_on_every_command_takes_true_or_false(capsys):
+    """The output modes and filters too (--json, --csv, --explain, --feasible-only, --frontier, ...): no option is
+    a bare flag that refuses a value."""
+    seen = 0
+    for name, parser in _parsers():
+        for action in parser._actions:
+            assert action.nargs != 0 or action.dest == "help", (name, action.option_strings)
+            if action.metavar == "true|false" and action.option_strings:
+                flag = action.option_strings[-1]
+                assert getattr(parser.parse_args([flag, "false"]), action.dest) in (False, "false"), (name, flag)
+                assert getattr(parser.parse_args([flag]), action.dest) in (True, "true"), (name, flag)
+                seen += 1
+    assert seen >= 30
+    assert main(["plan", "--top", "1", "--json", "false", "--feasible-only", "true"]) == 0
+    assert capsys.readouterr().out.startswith("GPT-3 175B")  # text, not JSON
+    with pytest.raises(SystemExit) as bad:
+        main(["plan", "--json", "maybe"])
+    assert bad.value.code == 2 and "expected true or false" in capsys.readouterr().err

@@ -22,7 +22,7 @@ SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": 
 def build(parser: argparse.ArgumentParser) -> None:
     for spec in ACTIVATIONS.values():
         spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
-    parser.add_argument("--json", action="store_true", help="Print the breakdown as JSON (bytes).")
+    spec_args.switch(parser, "--json", help="Print the breakdown as JSON (bytes).")
 
 
 def inflight_from(values: dict, schedule_given: bool) -> tuple[float, str]:

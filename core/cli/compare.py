@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
 from core.params.pipeline_view import COMPARE, VIEW
@@ -22,20 +23,20 @@ _OTHER_OUTPUTS = (("ascii", "--ascii"), ("csv_actions", "--csv-actions"), ("chro
 
 def build(parser: argparse.ArgumentParser) -> None:
     names = ", ".join(COMPARE.choices)
-    parser.add_argument("--frontier", action="store_true",
-                        help=f"{VIEW['frontier'].help} One row per schedule: peak activation, idle share, relative "
-                             f"to ideal, makespan, whether it is on the frontier, and why a schedule is left out "
-                             f"(a schedule over {FRONTIER_OPS:,} operations is skipped, as on the page). Text, or "
-                             "--json.")
+    spec_args.switch(parser, "--frontier",
+                     help=f"{VIEW['frontier'].help} One row per schedule: peak activation, idle share, relative "
+                          f"to ideal, makespan, whether it is on the frontier, and why a schedule is left out "
+                          f"(a schedule over {FRONTIER_OPS:,} operations is skipped, as on the page). Text, or "
+                          "--json.")
     parser.add_argument("--compare", action="append", metavar="NAME",
                         help=f"a schedule to print next to --schedule, at the same p, m, v and costs (makespan, "
                              f"both bubble conventions, peak memory). Repeat for each, up to {COMPARE.max_items}; one "
                              f"of {names}. Text, or --json.")
-    parser.add_argument("--equal-memory", action="store_true",
-                        help="with --compare: give each compared schedule the m' (and v') at which it holds at "
-                             "most --schedule's peak activation, for the same global batch (its micro-batches are "
-                             "then larger or smaller). Prints each one's m' (and v'), micro-batch size, peak "
-                             "activation, bubble in both conventions, or why it cannot get there.")
+    spec_args.switch(parser, "--equal-memory",
+                     help="with --compare: give each compared schedule the m' (and v') at which it holds at "
+                          "most --schedule's peak activation, for the same global batch (its micro-batches are "
+                          "then larger or smaller). Prints each one's m' (and v'), micro-batch size, peak "
+                          "activation, bubble in both conventions, or why it cannot get there.")
 
 
 def wanted(args: argparse.Namespace) -> bool:

@@ -13,7 +13,7 @@ from core.params.memory import EQUIVALENCE
 def build(parser: argparse.ArgumentParser) -> None:
     for spec in EQUIVALENCE.values():
         spec_args.add(parser, spec)
-    parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    spec_args.switch(parser, "--json", help="Print the result as JSON.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ def build(parser: argparse.ArgumentParser) -> None:
     for key, flag in ARCH_FLAGS.items():
         spec_args.add(custom, PLAN[key], flag)
     custom.add_argument("--tied", choices=("true", "false"), default=None, help="Tied embeddings (default true).")
-    parser.add_argument("--json", action="store_true", help="Print the architecture and counts as JSON.")
+    spec_args.switch(parser, "--json", help="Print the architecture and counts as JSON.")
 
 
 def model_from(args: argparse.Namespace) -> ModelConfig:

@@ -81,12 +81,11 @@ def build(parser: argparse.ArgumentParser) -> None:
         spec_args.add(model, spec)
     out = parser.add_argument_group("output")
     out.add_argument("--top", type=int, default=10, help="Candidates to print (0 = all). Default 10.")
-    out.add_argument("--feasible-only", action="store_true", help="Leave out infeasible candidates.")
+    spec_args.switch(out, "--feasible-only", help="Leave out infeasible candidates.")
     fmt = out.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="Print a JSON list of candidates (bytes, seconds).")
-    fmt.add_argument("--csv", action="store_true", help="Print the candidates as CSV (every column).")
-    out.add_argument("--explain", action="store_true",
-                     help="Print the recommendation in plain words, with every assumption.")
+    spec_args.switch(fmt, "--json", help="Print a JSON list of candidates (bytes, seconds).")
+    spec_args.switch(fmt, "--csv", help="Print the candidates as CSV (every column).")
+    spec_args.switch(out, "--explain", help="Print the recommendation in plain words, with every assumption.")
     out.add_argument("--export", choices=("deepspeed", "megatron", "fsdp", "torch"), default=None,
                      help="Print the DeepSpeed JSON, Megatron-LM command or PyTorch (FSDP2) script of a candidate, "
                           "exactly its layout or an error saying why that framework cannot run it (notes go to "

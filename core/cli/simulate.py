@@ -33,9 +33,9 @@ def build(parser: argparse.ArgumentParser) -> None:
                              "such as 0F1, 3B0, 2I5, 2W5 per rank) with --tf --tb --tw --tcomm; the table fixes the "
                              f"schedule, p, m and v; it holds {LIMITS.describe()}".replace("%", "%%"))
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--ascii", action="store_true", help="print the text timeline (integer costs only)")
-    out.add_argument("--json", action="store_true", help="print one JSON object with the metrics")
-    out.add_argument("--csv-actions", action="store_true",
+    spec_args.switch(out, "--ascii", help="print the text timeline (integer costs only)")
+    spec_args.switch(out, "--json", help="print one JSON object with the metrics")
+    spec_args.switch(out, "--csv-actions",
                      help="print the PyTorch torch.distributed.pipelining action table (one CSV row per rank)")
     out.add_argument("--chrome-trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON to FILE")
     compare.build(parser)

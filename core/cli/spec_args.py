@@ -27,6 +27,20 @@ def add(parser: argparse.ArgumentParser, spec: Spec, *flags: str) -> None:
         parser.add_argument(*flags, dest=spec.key, default=None, metavar=spec.key.upper(), help=text)
 
 
+def switch(parser, flag: str, help: str) -> None:
+    """A command-line switch (an output mode, a filter) that, like every boolean input, takes true or false:
+    `--json`, `--json true` and `--json false` (argparse's store_true refused the value)."""
+    parser.add_argument(flag, nargs="?", const=True, default=False, type=_truth, metavar="true|false",
+                        help=f"{help} (true or false; alone: true)")
+
+
+def _truth(text: str) -> bool:
+    word = str(text).strip().lower()
+    if word not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {str(text)[:40]!r}")
+    return word == "true"
+
+
 def collect(args: argparse.Namespace, specs: Mapping[str, Spec]) -> dict:
     """Strictly parsed values for every spec; options not given keep their defaults."""
     raw = {k: getattr(args, k) for k in specs if getattr(args, k, None) is not None}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import validate_scaling
+from core.cli import spec_args, validate_scaling
 from core.cli.text import print_json, render
 from core.cost import calibration
 from core.planner import validation, validation_scaling
@@ -21,9 +21,9 @@ from core.planner.validation import signed_percent as pct
 
 
 def build(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="Print steps, per_layer, summary, conventions, sources and scaling (the scaling series) "
-                             "as JSON (seconds, fractions).")
+    spec_args.switch(parser, "--json",
+                     help="Print steps, per_layer, summary, conventions, sources and scaling (the scaling series) "
+                          "as JSON (seconds, fractions).")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,9 +30,9 @@ MORE = {**PAGE, **zero_page.ACT, **zero_page.CUSTOM, **zero_page.MOE}
 def build(parser: argparse.ArgumentParser) -> None:
     for spec in (*ZERO.values(), *MORE.values()):
         spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
-    parser.add_argument("--presets", action="store_true", help="List the optimizer presets and their byte counts.")
-    parser.add_argument("--json", action="store_true",
-                        help="Print an object keyed dp, zero1, zero2, zero3 (the chosen stages), byte counts.")
+    spec_args.switch(parser, "--presets", help="List the optimizer presets and their byte counts.")
+    spec_args.switch(parser, "--json",
+                     help="Print an object keyed dp, zero1, zero2, zero3 (the chosen stages), byte counts.")
 
 
 def run(args: argparse.Namespace) -> int:
