@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.ws_client import error_text, first_element  # noqa: E402
+from core.cli import spec_args  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 BARE_APP = ROOT / "bench" / "apps" / "bare_page.py"
@@ -437,7 +438,7 @@ def main() -> int:
     ap.add_argument("--classroom", type=int, default=0, metavar="N",
                     help="also open N links within --window seconds against one fresh server (0: skip)")
     ap.add_argument("--window", type=float, default=10.0)
-    ap.add_argument("--skip-side-by-side", action="store_true")
+    spec_args.switch(ap, "--skip-side-by-side", help="skip the side-by-side comparison with a bare page")
     ap.add_argument("--baseline", type=Path, help="also serve the app from this checkout (e.g. `git archive main`) "
                                                   "and report it as 'before', side by side in the same run")
     args = ap.parse_args()

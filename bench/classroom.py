@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.ws_client import error_text, first_element  # noqa: E402
+from core.cli import spec_args  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 TIMEOUT_S = 120.0
@@ -313,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", choices=("browser", "ws"), default="browser",
                     help="browser: a Chromium page per student (default); ws: Streamlit's WebSocket protocol, what the "
                          "server does without the 40 pages' rendering on the same machine")
-    ap.add_argument("--cold", action="store_true", help="no lecturer's visit first: the class meets a cold server")
-    ap.add_argument("--json", action="store_true")
+    spec_args.switch(ap, "--cold", help="no lecturer's visit first: the class meets a cold server")
+    spec_args.switch(ap, "--json", help="print the figures as JSON")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"needs Chromium at {CHROMIUM}", file=sys.stderr)

@@ -34,6 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.cli import spec_args  # noqa: E402
 from core.cost import calibration  # noqa: E402
 from core.model import presets  # noqa: E402
 from core.planner import validation  # noqa: E402
@@ -360,10 +361,9 @@ HELD_OUT = {"moe_overlap": ("mb2509-deepseekv3-1024", "mb260401-qwen3_235b_a22b-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="store the fits in assets/efficiency.json")
+    spec_args.switch(parser, "--write", help="store the fits in assets/efficiency.json")
     parser.add_argument("--fit", choices=tuple(FITS), action="append", help="run only this fit (repeatable)")
-    parser.add_argument("--measurements", action="store_true",
-                        help="only print the values the kernel measurements fix, and how")
+    spec_args.switch(parser, "--measurements", help="only print the values the kernel measurements fix, and how")
     args = parser.parse_args()
     path = ROOT / "assets" / "efficiency.json"
     doc = json.loads(path.read_text(encoding="utf-8"))

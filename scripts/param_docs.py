@@ -8,6 +8,7 @@ tests/test_docs.py fails when README.md's block differs from what this prints.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import core.pipeline.schedules  # noqa: E402,F401  registers the schedules: the tables' schedule choices
+from core.cli import spec_args  # noqa: E402
 from core.params import all_tables  # noqa: E402
 from core.params.pipeline_view import COMPARE  # noqa: E402
 
@@ -55,7 +57,9 @@ def write(readme: Path = ROOT / "README.md") -> None:
 
 
 if __name__ == "__main__":
-    if "--write" in sys.argv:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    spec_args.switch(parser, "--write", help="refresh README.md's tables between the markers")
+    if parser.parse_args().write:
         write()
     else:
         sys.stdout.write(markdown())

@@ -9,12 +9,14 @@ tests/test_validation.py fails when README.md's block or the accuracy file diffe
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.cli import spec_args  # noqa: E402
 from core.cost import calibration  # noqa: E402
 from core.planner import accuracy, validation  # noqa: E402
 from core.planner.validation import signed_percent as pct  # noqa: E402
@@ -95,9 +97,12 @@ def block(result: validation.Validation | None = None) -> str:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    spec_args.switch(parser, "--write", help="refresh README.md's block and assets/accuracy.json")
+    write = parser.parse_args().write
     result = validation.validate()
     text = block(result)
-    if "--write" in sys.argv:
+    if write:
         accuracy.write(accuracy.measure(result))
         print(f"assets/{accuracy.FILE} updated", file=sys.stderr)
         path = ROOT / "README.md"
