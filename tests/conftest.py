@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import ui.inputs_pipeline
 
     ui.inputs_pipeline.PLAY_TICK_S = 0.0  # Play's steps follow each other at once (no one watches them)
+    for name in REQUIRED:  # a typo in CI's switches stops the run here, not silently skips
+        required(name)
 
 
 def shared_link(at) -> str:
@@ -147,11 +149,23 @@ def streamlit_server() -> Iterator[str]:
         yield base
 
 
+REQUIRED = ("REQUIRE_BROWSER", "REQUIRE_NGINX", "REQUIRE_ENGINES")
+
+
+def required(name: str) -> bool:
+    """Whether the environment variable `name` (REQUIRED) turns a skip into a failure: true or 1 yes, false, 0 or
+    unset no; anything else is a typo, refused when the session starts (pytest_configure)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false"):
+        raise pytest.UsageError(f"{name}={value[:20]!r}: use true or false (or 1 / 0)")
+    return value in ("1", "true")
+
+
 # --- the browser -------------------------------------------------------------------------------
 
 def _no_browser(reason: str) -> None:
     message = f"browser tests need Chromium at {CHROMIUM} and the playwright package: {reason}"
-    if os.environ.get("REQUIRE_BROWSER") == "1":
+    if required("REQUIRE_BROWSER"):
         pytest.fail(message + " (REQUIRE_BROWSER=1)")
     pytest.skip(message)
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import required
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ROOT / "tests" / "engines"
 INSTALL = "DS_BUILD_OPS=0 pip install -r requirements-engines.txt -c requirements.txt"
@@ -26,7 +28,7 @@ def need(module: str):
         return importlib.import_module(module)
     except ImportError as exc:
         message = f"{module} is not installed ({exc}); engine tests need: {INSTALL}"
-        if os.environ.get("REQUIRE_ENGINES") == "1":
+        if required("REQUIRE_ENGINES"):
             pytest.fail(message)
         pytest.skip(message)
 

@@ -6,7 +6,6 @@ their name). Skips with a message where nginx is not installed, except in CI (RE
 from __future__ import annotations
 
 import http.server
-import os
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, required
 
 CONF = ROOT / "deploy" / "nginx.conf"
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -28,7 +27,7 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").e
 def nginx() -> str:
     if NGINX is None:
         message = "nginx is not installed (apt-get install nginx): deploy/nginx.conf is not checked"
-        if os.environ.get("REQUIRE_NGINX") == "1":
+        if required("REQUIRE_NGINX"):
             pytest.fail(message + " (REQUIRE_NGINX=1)")
         pytest.skip(message)
     return NGINX
