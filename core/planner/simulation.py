@@ -42,7 +42,7 @@ SIM_SETUP_OPS = 10_000
 # Placing candidates (building their schedules to read the micro-batches in flight) may spend at most PLACE_SHARE of
 # it, so that what fits can still be simulated: Megatron-1T on 55,440 GPUs with eight micro-batch sizes spent the
 # whole budget placing 30,247 candidates and timed 38 (best step 163 s, 117 s with the budget lifted); with half
-# for placing it times 2,376 (best 143 s). The questions below 100,000 candidates place with 2 M operations or less.
+# for placing it times 2,352 (best 143 s). The questions below 100,000 candidates place with 2 M operations or less.
 PLACE_SHARE = 0.5
 # Simulation keys round the cost ratios (t_b / t_f, t_w / t_f) and the end stages' cost factors to these steps:
 # candidates whose costs differ by less share one simulation. The planner applies the simulated makespan / busy
@@ -277,13 +277,15 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0, keep
     return out, refused, spent
 
 
-def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
-                 paid: set | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
-    """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, the most
-    shared keys first, within what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "")
-    per candidate; the number of distinct keys simulated now; the operations spent so far. Every key counts its
-    operations, cached or not, and its shape's building unless this plan counted it (`paid`, from place_all):
-    the budget's verdict does not depend on what the caches hold (SIM_BUDGET)."""
+def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0, paid: set | None = None,
+                 promise=None) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """Per candidate where `want`: the simulator's numbers (SIM_FIELDS; simulating what the cache lacks, within
+    what `spent` left of SIM_BUDGET), NaN elsewhere; the simulator's refusal (or "") per candidate; the number of
+    distinct keys simulated now; the operations spent so far. Every key counts its operations, cached or not, and
+    its shape's building unless this plan counted it (`paid`, from place_all): the budget's verdict does not
+    depend on what the caches hold (SIM_BUDGET). Where the budget cannot take every key, the keys whose candidates
+    can be fastest go first: `promise()` gives each candidate's step time without its bubble, a lower bound (NaN
+    where unknown); without it, or with room for all, the most shared keys go first."""
     paid = set() if paid is None else paid
     n = c["t"].size
     out = {k: np.full(n, np.nan) for k in SIM_FIELDS}
@@ -308,7 +310,14 @@ def simulate_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0,
     names = [(SEARCH_SCHEDULES[s], p, m, v) for s, p, m, v in shapes.tolist()]
     ops = [estimated_ops(*k) for k in names]
     unpaid = [k not in paid for k in names]
-    for i in np.argsort(-users, kind="stable"):  # the most shared keys first, should the budget run out
+    order = np.argsort(-users, kind="stable")  # the most shared keys first
+    every = int(np.asarray(ops, dtype=np.int64)[shape_of].sum()) + SIM_SETUP_OPS * sum(unpaid)
+    if promise is not None and spent + every > SIM_BUDGET:
+        bound = np.asarray(promise(), dtype=float)[rows]  # the budget binds: the keys that can hold the best rows
+        best = np.full(len(unique), np.inf)
+        np.minimum.at(best, inverse, np.where(np.isfinite(bound), bound, np.inf))
+        order = np.lexsort((-users, best))
+    for i in order:
         j = int(shape_of[i])
         cost = ops[j] + (SIM_SETUP_OPS if unpaid[j] else 0)
         if spent + cost > SIM_BUDGET:
