@@ -100,6 +100,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     order, refused, spent, paid, acts, worst, fits = placed
     paid = set(paid)  # the shapes the placement counted (the kept set is not written to)
     held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
+
     def bound() -> np.ndarray:  # each fitting candidate's step time without its bubble (no schedule is faster)
         return _times(s, c, costs, np.ones(c.size), mem, fits & gate.rules_ok, last_on_first)["step_time_s"]
 
