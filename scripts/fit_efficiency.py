@@ -14,7 +14,8 @@ together: both run their attention and memory-bound kernels in 16-bit) and withi
 stay at the values kernel measurements by shape fix (`measured`, each with its source). The objective is the mean
 squared log error within each source, summed over sources (no publication outvotes another by row count). The
 search is a coarse grid over the bounds, then finer grids around the best point (deterministic, no solver needed).
-A fit of a planner assumption instead ('moe_overlap': moe_overlap_sync_us) runs its named rows under trial values of
+A fit of a planner assumption instead ('moe_overlap': moe_overlap_sync_us; 'megatron_deepspeed':
+megatron_deepspeed_share) runs its named rows under trial values of
 that assumption and stores the value, its set and the held-out errors under the file's `assumption_fits`, where
 core.params.planner reads the default.
 """
@@ -91,6 +92,19 @@ FITS["moe_overlap"] = {
                   "paired Qwen3-235B layer's compute on the H100 (about 11 ms for a forward and a backward, "
                   "core.cost.step_time.StageCosts.moe_parts), past which the overlap would have lost time on its "
                   "calibration pair, which it did not",
+}
+FITS["megatron_deepspeed"] = {
+    "bounds": {"megatron_deepspeed_share": (0.5, 1.0, 11)},
+    "fitted_by": "scripts/fit_efficiency.py fit 'megatron_deepspeed' (megatron_deepspeed_share: Megatron-DeepSpeed's "
+                 "share of the calibrated compute rates)",
+    "sets": {"megatron_deepspeed_share": "BigScience's Jean Zay benchmarks of BLOOM-like models (chronicles-prequel.md "
+                                         "'Rebalancing layers', 2022-02-28: twelve runs of 178B-203B, 82-106 layers, "
+                                         "TP 4-8, PP 6-12, MBS 2-4, on the 384 A100 80GB BLOOM trained on, with the "
+                                         "run's BF16 optimizer and layer partition); the section's 70-layer runs (the "
+                                         "BLOOM model's own shape), the BLOOM run itself and MT-NLG 530B are held out"},
+    "bounds_why": "a search range rather than a physical bound: 1 = the calibrated Megatron-LM rates, nothing lost; "
+                  "0.5 = every kernel at half of them, twice any gap between two stacks on one GPU in the stored "
+                  "sources",
 }
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
@@ -356,7 +370,8 @@ def _store_assumption_fit(doc: dict, group: str, values: dict[str, float], cost:
 
 
 # The rows outside a subset fit's sources that run its mechanism, whose errors its record keeps.
-HELD_OUT = {"moe_overlap": ("mb2509-deepseekv3-1024", "mb260401-qwen3_235b_a22b-256")}
+HELD_OUT = {"moe_overlap": ("mb2509-deepseekv3-1024", "mb260401-qwen3_235b_a22b-256"),
+            "megatron_deepspeed": ("bloom-176b-384", "mtnlg-530b-2240", "mtnlg-530b-2800", "mtnlg-530b-3360")}
 
 
 def main() -> int:

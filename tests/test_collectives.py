@@ -184,7 +184,10 @@ def test_scaling_series_drift():
     assert summary["megascale-175b-b6144"].role == "calibration"
     # the baseline's defaults (ZeRO-0 with fp32 all-reduce, selective recompute, no flash, blocking sends)
     assert summary["megascale-175b-b6144"].drift < 0.06 and summary["megascale-175b-b768"].drift < 0.05
-    assert summary["megascale-530b-weak"].drift < 0.01 and summary["mtnlg-530b"].drift < 0.035
+    # MT-NLG at Megatron-DeepSpeed's compute pace (compute_stack): -1.4, -2.5, -5.1 % (3.7 points; 3.1 at the
+    # Megatron-LM pace, when all three read 16-19 % fast)
+    assert summary["megascale-530b-weak"].drift < 0.01 and summary["mtnlg-530b"].drift < 0.04
+    assert abs(summary["mtnlg-530b"].signed_mean_error) < 0.04
     assert summary["llama3-405b"].drift < 0.01
     # no per-micro-batch + per-step model goes below 5 points on the batch-6,144 points: 6,144 -> 8,192 GPUs cut the
     # step by 17 % for 25 % less work per GPU, 8,192 -> 12,288 by 30 % for 33 %

@@ -24,6 +24,8 @@ class Assumptions:
     eff: float = ASSUMPTIONS["eff"].default
     mem_eff: float = ASSUMPTIONS["mem_eff"].default
     flash_kernel: str = ASSUMPTIONS["flash_kernel"].default
+    compute_stack: str = ASSUMPTIONS["compute_stack"].default
+    megatron_deepspeed_share: float = ASSUMPTIONS["megatron_deepspeed_share"].default
     comm_eff: float = ASSUMPTIONS["comm_eff"].default
     tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
     tp_overlap_eff: float = ASSUMPTIONS["tp_overlap_eff"].default
@@ -71,8 +73,13 @@ class Assumptions:
             out = self.rates(gpu, fp8).rows(gpu) + out
         return out
 
+    @property
+    def compute_share(self) -> float:
+        """The share of the calibrated compute rates the training software runs at (compute_stack)."""
+        return self.megatron_deepspeed_share if self.compute_stack == "megatron-deepspeed" else 1.0
+
     def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
-        return Rates.of(gpu, self.eff, self.mem_eff, fp8, self.flash_kernel)
+        return Rates.of(gpu, self.eff, self.mem_eff, fp8, self.flash_kernel, self.compute_share)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ GPU_OVERRIDES = table(
 )
 
 FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a calibrated rate (core.cost.calibration)
+# Training software whose compute pace is measured: the calibration sets ran Megatron-LM / NeMo; Megatron-DeepSpeed
+# (the fork BLOOM and MT-NLG trained with, under DeepSpeed's engine) runs at its own fitted share of those rates.
+COMPUTE_STACKS = ("megatron-lm", "megatron-deepspeed")
 CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.cost.ring_attention)
 MOE_DISPATCHERS = ("alltoall", "deepep")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
 
@@ -91,6 +94,17 @@ ASSUMPTIONS = table(
               "what Megatron-LM and NeMo run); triton = the Triton FlashAttention of flash-attn 1.0.x "
               "(llm-foundry's attn_impl 'triton', the default of its benchmark script through 2023), about 0.4 x "
               "FlashAttention-2's rate on an A100."),
+    Spec("compute_stack", "choice", "megatron-lm", choices=COMPUTE_STACKS, label="Training software's compute pace",
+         help="Whose kernels and engine the compute rates are for. megatron-lm: the calibration sets' own "
+              "(Megatron-LM, Megatron-Core, NeMo). megatron-deepspeed: the Megatron-DeepSpeed fork under DeepSpeed's "
+              "engine, as BLOOM (2022) and MT-NLG (2021) ran it, whose every compute rate is "
+              "megatron_deepspeed_share of the calibrated one."),
+    Spec("megatron_deepspeed_share", "float", _fitted("megatron_deepspeed_share"), 0.3, 1.0,
+         label="Megatron-DeepSpeed's share of the compute rates",
+         help="Under compute_stack megatron-deepspeed, the share of the calibrated GEMM, attention and memory "
+              "rates the step runs at. Fitted on BigScience's Jean Zay benchmarks of BLOOM-like models on 384 A100 "
+              "(scripts/fit_efficiency.py fit 'megatron_deepspeed', assets/efficiency.json assumption_fits); the "
+              "BLOOM run and MT-NLG 530B are held out. Measured on the A100 only; no single cause is sourced."),
     Spec("comm_eff", "float", 0.8, 0.05, 1.0, label="Achievable fraction of link bandwidth",
          help="Collectives rarely run at line rate (protocol overhead, synchronisation, shared links); "
               "0.8 is a round middle for NCCL rings on NVLink and InfiniBand."),
@@ -375,6 +389,8 @@ class PlannerParams:
     eff: float = PLAN["eff"].default
     mem_eff: float = PLAN["mem_eff"].default
     flash_kernel: str = PLAN["flash_kernel"].default
+    compute_stack: str = PLAN["compute_stack"].default
+    megatron_deepspeed_share: float = PLAN["megatron_deepspeed_share"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default
     tp_overlap_eff: float = PLAN["tp_overlap_eff"].default

@@ -43,8 +43,9 @@ class Accuracy:
             "negative: the run was slower than predicted).",
             f"On {self.large_rows} published runs of {LARGE_GPUS:,}+ GPUs on other software "
             f"({'; '.join(self.large_software)}) it was {100 * self.large_low:+.1f} % to "
-            f"{100 * self.large_high:+.1f} % off (signed mean {100 * self.large_signed:+.1f} %): those stacks' own "
-            "overheads and speed-ups are not modelled, so budget that margin for a run of that kind.",
+            f"{100 * self.large_high:+.1f} % off (signed mean {100 * self.large_signed:+.1f} %), each timed with what "
+            "its source says it ran: a stack's unpublished overheads and speed-ups are not modelled, so budget "
+            "that margin for a run of that kind.",
         )
 
 
