@@ -102,9 +102,8 @@ FITS["megatron_deepspeed"] = {
                                          "TP 4-8, PP 6-12, MBS 2-4, on the 384 A100 80GB BLOOM trained on, with the "
                                          "run's BF16 optimizer and layer partition); the section's 70-layer runs (the "
                                          "BLOOM model's own shape), the BLOOM run itself and MT-NLG 530B are held out"},
-    "bounds_why": "a search range rather than a physical bound: 1 = the calibrated Megatron-LM rates, nothing lost; "
-                  "0.5 = every kernel at half of them, twice any gap between two stacks on one GPU in the stored "
-                  "sources",
+    "bounds_why": "a search range rather than a physical bound: from 1 (the calibrated Megatron-LM rates, nothing "
+                  "lost) down to 0.5 (every kernel at half of them); the fit lands well inside it",
 }
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
