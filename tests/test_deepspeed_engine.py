@@ -128,3 +128,22 @@ def test_megatron_deepspeeds_pace_is_fitted_on_the_jean_zay_benchmarks_only():
     # refitting gives the stored value
     values, _ = fit_efficiency.fit("megatron_deepspeed")
     assert values == {"megatron_deepspeed_share": 0.844}
+
+
+def test_a_deepspeed_pipeline_plan_says_what_pace_its_engine_ran_at():
+    # `--framework deepspeed` plans DeepSpeed's PipelineEngine; at the default (Megatron-LM's) pace the trust section
+    # names the measured pace and the switch, which then times the plan at it (every step slower, nothing said)
+    from core.params.planner import PlannerParams
+    from core.planner.plan import plan
+    from core.planner.recommend import recommend
+
+    q = PlannerParams(model="bloom-176b", gpus=384, gpu="a100-80gb", batch=2048, framework="deepspeed", fix_p=6)
+    fast = recommend(plan(q))
+    said = [x for x in fast.trust if x.startswith("This plan runs DeepSpeed")]
+    assert len(said) == 1 and "at 0.844 of it: compute_stack megatron-deepspeed" in said[0]
+    slow_q = PlannerParams(**{**q.__dict__, "compute_stack": "megatron-deepspeed"})
+    slow = recommend(plan(slow_q))
+    assert not [x for x in slow.trust if x.startswith("This plan runs DeepSpeed")]
+    assert plan(slow_q).best()["step_time_s"] > 1.1 * plan(q).best()["step_time_s"]
+    megatron = recommend(plan(PlannerParams(**{**q.__dict__, "framework": "megatron"})))
+    assert not [x for x in megatron.trust if x.startswith("This plan runs DeepSpeed")]

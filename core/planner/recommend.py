@@ -121,7 +121,18 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
                           assumptions, result.notes, _roomier(result, best), unusual(result, best),
-                          accuracy.load().words())
+                          accuracy.load().words() + _pace(result, best))
+
+
+def _pace(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
+    """A plan for DeepSpeed's pipeline engine timed at Megatron-LM's pace: the pace its measured runs ran at."""
+    q = result.params
+    if q.framework != "deepspeed" or int(best["p"]) == 1 or q.compute_stack != "megatron-lm":
+        return ()
+    return (f"This plan runs DeepSpeed's pipeline engine but is timed at Megatron-LM's pace. The published runs of "
+            f"that engine (BLOOM, MT-NLG 530B and BigScience's Jean Zay benchmarks, Megatron-DeepSpeed of "
+            f"2021-2022) ran their compute at {q.megatron_deepspeed_share:g} of it: compute_stack "
+            "megatron-deepspeed times the plan at that pace.",)
 
 
 NEARLY = 0.02  # "nearly as fast": at most 2 % slower than the recommendation
