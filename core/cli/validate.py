@@ -49,9 +49,16 @@ def _value(kind: str, x: float) -> str:
     return f"{100 * x:.1f} %" if kind == "mfu" else f"{x:,.4g}"
 
 
+def _batch(r: dict) -> str:
+    """The micro-batch the row ran: its source's, or the one kept where the source leaves it open (marked *)."""
+    chosen = r["chosen"].get("micro_batch")
+    return f"{chosen}*" if chosen is not None else f"{int(r['micro_batch'])}"
+
+
 def _human(result: validation.Validation) -> str:
     lines = ["Step time, published vs predicted (each source's own layout, GPU and precision; error = predicted / "
-             "published - 1; a throughput is compared under its source's FLOP convention).",
+             "published - 1; a throughput is compared under its source's FLOP convention; b = micro-batch, * where the "
+             "source leaves it open and the fastest that fits is kept).",
              f"Calibration records (assets/efficiency.json, scripts/fit_efficiency.py): {records_line()}."]
     headers = ["run", "gpu", "prec", "t", "p", "cp", "d", "schedule", "b", "measure", "published", "predicted",
                "published s", "predicted s", "error", "fits"]
@@ -59,8 +66,9 @@ def _human(result: validation.Validation) -> str:
     for role in validation.ROLES:
         rows = steps[steps["role"] == role]
         table = [[r["label"], r["gpu"], r["precision"], r["t"], r["p"], r["cp"], r["d"],
-                  r["schedule"] + (f" v={r['v']}" if r["schedule"] == "interleaved" else ""), r["micro_batch"],
-                  r["measure"] + (f" ({r['flops']})" if r["flops"] else ""), _value(r["measure"], r["published_value"]),
+                  r["schedule"] + (f" v={int(r['v'])}" if r["schedule"] == "interleaved" else ""), _batch(r),
+                  r["measure"] + (f" ({r['flops']})" if isinstance(r["flops"], str) else ""),
+                  _value(r["measure"], r["published_value"]),
                   _value(r["measure"], r["predicted_value"]), f"{r['published_s']:,.2f}", f"{r['predicted_s']:,.2f}",
                   pct(r["error"]), "yes" if r["fits"] else "NO"] for r in rows.to_dict("records")]
         lines += ["", f"{role} rows ({len(table)}):", render(headers, table)]
