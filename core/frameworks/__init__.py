@@ -1,0 +1,56 @@
+"""Training frameworks as the memory model reads them: one module per framework, each saying how its code stores model
+states, what its transformer layer keeps for the backward, how it computes the loss and which buffers it holds, with
+the source of every rule; plus the textbook accounting (the ZeRO paper and Korthikanti et al.) the course teaches.
+
+    accounting("megatron").states.grad  # 4.0: Megatron-LM keeps fp32 gradients under bf16
+
+May import: core.params and the top-level basics (plain data: core.memory interprets it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.frameworks import deepspeed, megatron, pytorch, textbook
+from core.frameworks.records import Accounting, Loss
+from core.params.catalog import ASSETS, document
+
+
+def _fitted(acc: Accounting) -> Accounting:
+    """An accounting with its allocator reserve as scripts/fit_memory.py fitted it (assets/memory_fits.json)."""
+    fits = document("memory_fits.json")["fits"] if (ASSETS / "memory_fits.json").exists() else {}
+    return replace(acc, reserve=float(fits.get(acc.key, {}).get("reserve", acc.reserve)))
+
+
+ACCOUNTINGS: dict[str, Accounting] = {m.ACCOUNTING.key: _fitted(m.ACCOUNTING)
+                                      for m in (textbook, megatron, deepspeed, pytorch)}
+KEYS = tuple(ACCOUNTINGS)
+FRAMEWORKS = KEYS[1:]  # the planner's --framework names (core.params.planner.FRAMEWORK_NAMES)
+# Which accounting a row of an `any` plan is counted in: the first of these that runs it (Megatron-LM's, whose runs
+# the step time is calibrated on; PyTorch's, which runs every schedule and ZeRO stage with pipelining; DeepSpeed's).
+PREFERENCE = ("megatron", "torch", "deepspeed")
+
+
+def accounting(key: str) -> Accounting:
+    return ACCOUNTINGS[key]
+
+
+# Loss kernels other than a framework's own upcast path, in bytes per logit (core.frameworks.records.Loss). Measured on
+# this machine with torch 2.13 (tests/engines): torch.compile's cross-entropy keeps the bf16 logits and per-row
+# statistics, and its backward writes the bf16 gradient in one fused kernel; Transformer Engine's and Liger's fused
+# kernels write the gradient into the bf16 logits in place (TE cross_entropy.py: ctx.save_for_backward(_input)).
+KERNELS = {
+    "compiled": Loss(held=2.0, peak=4.0, source="torch.compile of F.cross_entropy(logits.float(), labels): saves the "
+                                                "bf16 logits and per-row max / log-sum-exp; the backward is one fused "
+                                                "kernel with a bf16 gradient"),
+    "fused": Loss(held=2.0, peak=2.0, source="Transformer Engine parallel_cross_entropy / Liger fused cross-entropy: "
+                                             "the gradient is written into the bf16 logits in place"),
+}
+
+
+def loss(key: str, kernel: str = "auto", compiled: bool = False) -> Loss:
+    """The loss a row's accounting holds: its own (upcast) path, or the named kernel; auto = the framework's current
+    default (PyTorch compiles the loss with the model when torch.compile is on: torchtitan since April 2025)."""
+    if kernel == "auto":
+        kernel = "compiled" if (compiled and key == "torch") else "upcast"
+    return ACCOUNTINGS[key].loss if kernel == "upcast" or key == "textbook" else KERNELS[kernel]

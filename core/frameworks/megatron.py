@@ -1,0 +1,140 @@
+"""Megatron-LM / Megatron-Core with Transformer Engine (NeMo and Megatron-Bridge run the same code): how it stores
+model states, what its transformer layer keeps for the backward, its loss and its buffers.
+
+Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Transformer Engine v2.8 (40c69e75):
+- model states (docs/source/api-guide/dist_optimizer.md): bf16 parameters (2 bytes), the DDP gradient buffer in
+  fp32 under bf16 (4: arguments.py validate_args sets accumulate_allreduce_grads_in_fp32 unless
+  --grad-reduce-in-bf16; param_and_grad_buffer.py allocates it whole on every rank), fp32 master weights and Adam's
+  moments (12); the distributed optimizer shards the last over the data-parallel x context-parallel group:
+  6 + 12 / d bytes per parameter ("bf16 params, fp32 grads: 18 / 6 + 12/d"). Megatron-FSDP's optim_grads and
+  optim_grads_params shard the gradients, then the parameters too.
+- the layer (transformer_layer.py, attention.py, mlp.py with TE's LayerNormLinear, Linear and fused attention):
+  TE's LayerNormLinear keeps the norm's input, its output (the GEMM input; the local sequence shard under sequence
+  parallelism) and fp32 statistics (mu and rsigma for LayerNorm, rsigma for RMSNorm); get_qkv_layout makes q, k,
+  v contiguous (the split views of the fused QKV output are not a supported layout), and FusedAttnFunc keeps q, k,
+  v, its output and the fp32 softmax statistics [b, heads, s, 1]; the projection keeps that same output as its
+  input; bias_swiglu_impl keeps the fc1 output [gate, up] and fc2 its input, bias_gelu_impl its input; hidden
+  dropout (bias_dropout_add) keeps a one-byte mask only when p > 0 (F.dropout returns its input at p = 0).
+  With --attention-backend unfused the core attention runs in PyTorch: K and V repeated to every query head, the
+  s x s softmax output, its dropout mask and output.
+- selective recompute (--recompute-granularity selective, recompute_modules ["core_attn"]): the core attention is
+  checkpointed, so its internal tensors are rebuilt (the s x s matrices, the statistics); full recompute
+  (--recompute-granularity full) keeps each layer's input only.
+- loss (tensor_parallel/cross_entropy.py): the bf16 logits are cast to fp32 (calculate_logits_max:
+  vocab_parallel_logits.float()) while the caller still holds them, the fp32 copy becomes the softmax in place and
+  is kept for the backward, which writes the gradient into it and casts it to bf16: 4 bytes per logit held, 6 at
+  the peak. --cross-entropy-loss-fusion ('native') does the same math in one kernel.
+- buffers: TE's cuBLAS workspace (module/base.py get_cublas_workspace_size_bytes: 32 MiB + 1 KiB on sm90, 4 MiB
+  before) and PyTorch's per (handle, stream) cuBLAS workspace (CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128
+  KiB before), both inside the caching allocator.
+"""
+
+from __future__ import annotations
+
+from core.frameworks.records import (
+    FULL_ONLY,
+    NONE_ONLY,
+    NOT_FULL,
+    Accounting,
+    Arch,
+    Buffers,
+    Kept,
+    Loss,
+    StateBytes,
+)
+
+RELEASE = "core_v0.14.0"
+MIB = float(1 << 20)
+
+STATES = StateBytes(
+    param=2.0, grad=4.0, master=4.0,
+    sharded_from=(("params", 3), ("grads", 2), ("optimizer", 1)),
+    source=f"Megatron-LM {RELEASE} docs/source/api-guide/dist_optimizer.md: bf16 params + fp32 grads, 18 bytes per "
+           "parameter, 6 + 12/d with --use-distributed-optimizer (ZeRO-1 here); Megatron-FSDP "
+           "--data-parallel-sharding-strategy optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3)")
+
+LOSS = Loss(held=4.0, peak=6.0,
+            source=f"Megatron-LM {RELEASE} megatron/core/tensor_parallel/cross_entropy.py: "
+                   "vocab_parallel_logits.float(), in-place softmax kept by ctx.save_for_backward(exp_logits, ...)")
+
+BUFFERS = Buffers(
+    workspace=(32 * MIB + 1024) + 2 * 32 * MIB,
+    sources=("Transformer Engine v2.8 pytorch/module/base.py get_cublas_workspace_size_bytes: 32 MiB + 1024 B on "
+             "compute capability 9 (one shared workspace)",
+             "PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: 4096 * 8 * 1024 bytes per (handle, stream) on sm90, "
+             "allocated by the caching allocator (the forward and the autograd thread each have one)"))
+
+
+def block(a: Arch) -> tuple[Kept, ...]:
+    """What one Megatron-Core layer keeps for its backward (the module docstring says where each is read)."""
+    norm_stats = 8.0 if a.norm == "layernorm" else 4.0  # TE keeps mu and rsigma, or rsigma, in fp32
+    gemm_in = 1.0 if a.fp8 else 2.0  # TE keeps a linear layer's input in FP8 under FP8 training
+    kept = [
+        Kept("layer input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
+        Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
+        Kept("input norm statistics", "token", norm_stats, "rep", NOT_FULL),
+        Kept("QKV input (norm output)", "h", gemm_in, "rep", NOT_FULL),
+        Kept("attention output (projection input)", "q", 2.0, "tp", NOT_FULL),
+    ]
+    if a.fp8:
+        kept.append(Kept("projection input in FP8", "q", 1.0, "tp", NOT_FULL))
+    if a.flash:
+        kept += [Kept("q (fused attention)", "q", 2.0, "tp", NOT_FULL),
+                 Kept("k (fused attention)", "kv", 2.0, "tp", NOT_FULL),
+                 Kept("v (fused attention)", "kv", 2.0, "tp", NOT_FULL),
+                 Kept("softmax statistics (fp32)", "heads", 4.0, "tp", NONE_ONLY)]
+    else:
+        kv = "q" if a.gqa else "kv"  # the unfused path repeats K and V to every query head
+        kept += [Kept("q", "q", 2.0, "tp", NOT_FULL),
+                 Kept("k (core attention input)", "kv", 2.0, "tp", NOT_FULL),
+                 Kept("v (core attention input)", "kv", 2.0, "tp", NOT_FULL),
+                 Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY)]
+        if a.gqa:
+            kept += [Kept("k repeated to the query heads", kv, 2.0, "tp", NONE_ONLY),
+                     Kept("v repeated to the query heads", kv, 2.0, "tp", NONE_ONLY)]
+        if a.dropout:
+            kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
+                     Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+    if a.dropout:
+        kept.append(Kept("attention hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
+    if not a.parallel:
+        kept += [Kept("MLP input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
+                 Kept("MLP norm statistics", "token", norm_stats, "rep", NOT_FULL),
+                 Kept("fc1 input (norm output)", "h", gemm_in, "rep", NOT_FULL)]
+    kept += _moe(a) if a.moe else _mlp(a, "f", "")
+    if a.dropout:
+        kept.append(Kept("MLP hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
+    return tuple(kept)
+
+
+def _mlp(a: Arch, width: str, who: str) -> list[Kept]:
+    gated = a.mlp == "swiglu"
+    return [Kept(f"{who}fc1 output (activation input)", width, 4.0 if gated else 2.0, "tp", NOT_FULL),
+            Kept(f"{who}activation output (fc2 input)", width, 1.0 if a.fp8 else 2.0, "tp", NOT_FULL)]
+
+
+def _moe(a: Arch) -> list[Kept]:
+    """A MoE layer (moe_layer.py, TopKRouter, MoEAlltoAllTokenDispatcher, TEGroupedMLP): the router's fp32 scores and
+    routing map, the dispatched tokens (the grouped GEMM's input), each expert's fc1 output and activation, the
+    experts' outputs kept to weigh them by the routing probabilities, and the shared experts' MLP."""
+    return [Kept("router probabilities (fp32) and routing map", "experts", 5.0, "tp", NOT_FULL),
+            Kept("routing indices (int64)", "k", 8.0, "tp", NOT_FULL),
+            Kept("dispatched tokens (grouped GEMM input)", "kh", 1.0 if a.fp8 else 2.0, "tp", NOT_FULL),
+            *_mlp(a, "kf", "routed experts' "),
+            Kept("routed experts' outputs (weighted by the probabilities)", "kh", 2.0, "tp", NOT_FULL),
+            *_mlp(a, "sf", "shared experts' ")]
+
+
+def head(a: Arch) -> tuple[Kept, ...]:
+    """GPTModel's final_layernorm (TENorm: its input and fp32 statistics) and output_layer (ColumnParallelLinear: its
+    input, the local sequence shard under sequence parallelism)."""
+    return (Kept("final norm input", "h", 2.0, "rep"),
+            Kept("final norm statistics", "token", 8.0 if a.norm == "layernorm" else 4.0, "rep"),
+            Kept("output layer input", "h", 2.0, "rep"))
+
+
+ACCOUNTING = Accounting(
+    key="megatron", label="Megatron-LM (Megatron-Core + Transformer Engine)", version=RELEASE, states=STATES,
+    block=block, head=head, loss=LOSS, buffers=BUFFERS,
+    selective="the core attention is recomputed (recompute_modules ['core_attn']): with a fused kernel only its "
+              "statistics, with the unfused one the s x s matrices")

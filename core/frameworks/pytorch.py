@@ -1,0 +1,157 @@
+"""PyTorch FSDP2 with torchtitan's Llama (the reference PyTorch-native trainer): how it stores model states, what its
+layer keeps for the backward (eager, or compiled), its loss and its buffers.
+
+Read at torchtitan 9dec370 (December 2024, the commit its H100 benchmark ran) and e7c0cae (June 2025):
+- model states (torchtitan parallelize_llama.py apply_fsdp; FSDP2 MixedPrecisionPolicy(param_dtype=bf16,
+  reduce_dtype=fp32)): the sharded parameters are the fp32 master ("The optimizer step uses the sharded parameter
+  in the original dtype"), gradients are reduce-scattered into fp32 shards, AdamW's moments are fp32: 16 bytes per
+  parameter over the data-parallel x context-parallel ranks (dp_shard_cp). Gathered bf16 copies live per unit.
+- the layer (models/llama/model.py): its RMSNorm upcasts to fp32 (x.float()) and keeps that copy, the rsqrt and the
+  normalised bf16 tensor, and the weighted output is the next GEMMs' input; rotary embedding works on fp32 complex
+  copies it does not keep; repeat_kv expands K and V to every query head before scaled_dot_product_attention, which
+  keeps q, k, v, its output (laid out [b, s, heads, d], so wo's input is a view of it) and the fp32 log-sum-exp;
+  the SwiGLU feed-forward keeps w1's output, silu's output, w3's output and their product. Measured on this
+  machine with torch 2.13 (saved_tensors_hooks, tests/engines): 24 s b h + 8 s b f + fp32 terms per layer at
+  the query width h.
+- selective recompute is per-op (parallelize_llama.py _save_list): the outputs of every other matmul (wq, wv, w1,
+  w2 in a block) and of the attention kernel are saved, everything else is recomputed in the backward; full
+  recompute keeps each block's input.
+- loss (train.py loss_fn): cross_entropy(pred.flatten(0, 1).float(), labels): a full fp32 copy of the bf16 logits,
+  log_softmax's fp32 output kept for the backward, whose nll and log_softmax gradients are fp32 too.
+"""
+
+from __future__ import annotations
+
+from core.frameworks.records import FULL_ONLY, NONE_ONLY, NOT_FULL, Accounting, Arch, Buffers, Kept, Loss, StateBytes
+
+TORCHTITAN = "9dec370"
+MIB = float(1 << 20)
+SELECTIVE_ONLY = frozenset({"selective"})  # saved by torchtitan's per-op policy, not kept otherwise
+
+STATES = StateBytes(
+    param=4.0, grad=4.0, master=0.0, sharded_from=(("params", 2), ("grads", 2), ("optimizer", 1)),
+    source="PyTorch FSDP2 MixedPrecisionPolicy docs ('The optimizer step uses the sharded parameter in the original "
+           f"dtype'); torchtitan {TORCHTITAN} apply_fsdp (param_dtype bf16, reduce_dtype fp32)")
+
+LOSS = Loss(held=4.0, peak=12.0,
+            source=f"torchtitan {TORCHTITAN} train.py loss_fn: cross_entropy(pred.flatten(0, 1).float(), labels); "
+                   "log_softmax keeps its fp32 output, its backward adds the fp32 gradient and its input's")
+
+BUFFERS = Buffers(
+    workspace=2 * 32 * MIB,
+    sources=("PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB per (handle, stream) on sm90, allocated by the "
+             "caching allocator (the forward and the autograd thread each have one)",))
+
+
+def eager_block(a: Arch) -> tuple[Kept, ...]:
+    """What torchtitan's Llama block keeps, op by op (repeat_kv: K and V widened to every query head), or compiled."""
+    return _compiled(a) if a.compiled and not a.moe else _eager(a, repeat_kv=True)
+
+
+def _compiled(a: Arch) -> tuple[Kept, ...]:
+    """What torch.compile's partitioner saves of torchtitan's block (measured on this machine with torch 2.13, the
+    block compiled whole, tests/engines): the fused norms keep their rsqrt and their output, the residual stream is
+    kept where a norm's backward needs it (the block input, the attention projection's output), the feed-forward
+    keeps w1's and w3's outputs and their product; under the per-op policy w2's output is not saved (nothing in the
+    block's backward reads it), the rest is as in the eager block."""
+    kv = "q" if a.gqa else "kv"
+    kept = [Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
+            Kept("block input", "h", 2.0, "rep", NOT_FULL),
+            Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
+            Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY),
+            Kept("attention output", "q", 2.0, "tp", NOT_FULL),
+            Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", NOT_FULL),
+            Kept("norm rsqrt (fp32, two norms)", "token", 8.0, "rep", NONE_ONLY),
+            Kept("norm outputs (GEMM inputs, two norms)", "h", 4.0, "rep", NONE_ONLY),
+            Kept("q", "q", 2.0, "tp", NONE_ONLY), Kept("k", kv, 2.0, "tp", NONE_ONLY),
+            Kept("v", kv, 2.0, "tp", NONE_ONLY),
+            Kept("wo output (residual)", "h", 2.0, "rep", NONE_ONLY)]
+    if a.moe:
+        return tuple(kept + _moe(a))
+    if a.mlp == "swiglu":
+        kept += [Kept("w1 output", "f", 2.0, "tp", NOT_FULL), Kept("w3 output", "f", 2.0, "tp", NONE_ONLY),
+                 Kept("w2 input (product)", "f", 2.0, "tp", NONE_ONLY)]
+    else:
+        kept += [Kept("fc1 output", "f", 2.0, "tp", NOT_FULL), Kept("fc2 input", "f", 2.0, "tp", NONE_ONLY)]
+    return tuple(kept)
+
+
+def hf_block(a: Arch) -> tuple[Kept, ...]:
+    """What a Hugging Face Transformers decoder layer keeps (LlamaDecoderLayer, GPT2Block), op by op: its SDPA path
+    passes K and V at their own width (enable_gqa), measured with transformers 5.25 (tests/engines)."""
+    return _eager(a, repeat_kv=False)
+
+
+def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
+    norm = _eager_norm(a)
+    kv = "q" if (a.gqa and repeat_kv) else "kv"
+    kept = [Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
+            Kept("layer input (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY),
+            *norm("attention"),
+            Kept("q (attention input)", "q", 2.0, "tp", NONE_ONLY),
+            Kept("k (attention input)", kv, 2.0, "tp", NONE_ONLY),
+            Kept("v (attention input)", kv, 2.0, "tp", NONE_ONLY),
+            Kept("attention output (wo input)", "q", 2.0, "tp", NOT_FULL),
+            Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
+            Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY)]
+    if a.flash:  # the kernel's output is laid out [b, s, heads, d]: the transpose for wo is a view
+        kept.append(Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", NOT_FULL))
+    else:
+        kept.append(Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY))
+        if a.dropout:
+            kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
+                     Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+    if not a.parallel:
+        kept += norm("feed-forward")
+    if a.moe:
+        kept += _moe(a)
+    elif a.mlp == "swiglu":
+        kept += [Kept("w1 output (silu input)", "f", 2.0, "tp", NOT_FULL),
+                 Kept("silu output", "f", 2.0, "tp", NONE_ONLY),
+                 Kept("w3 output", "f", 2.0, "tp", NONE_ONLY),
+                 Kept("w2 input (product)", "f", 2.0, "tp", NONE_ONLY)]
+    else:
+        kept += [Kept("fc1 output (GeLU input)", "f", 2.0, "tp", NOT_FULL),
+                 Kept("fc2 input", "f", 2.0, "tp", NONE_ONLY)]
+    if not a.moe:
+        kept.append(Kept("w2 output (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY))
+    if a.dropout:
+        kept.append(Kept("residual dropout masks (two)", "h", 2.0, "rep", NONE_ONLY))
+    return tuple(kept)
+
+
+def _moe(a: Arch) -> list[Kept]:
+    """An eager MoE feed-forward (Hugging Face's grouped_mm experts, torchtitan's MoE), measured with transformers 5.25
+    (Mixtral, Qwen3-MoE, DeepSeek-V3 layers, tests/engines): the router's fp32 scores, per routed copy the gathered
+    input and the expert's output (4 h bytes), three int64 indices and the eager SwiGLU's four tensors, and the shared
+    experts' SwiGLU. The per-op policy saves none of it (grouped GEMMs are not on its list): recomputed."""
+    return [Kept("router scores (fp32)", "experts", 4.0, "tp", NONE_ONLY),
+            Kept("routed inputs and expert outputs", "kh", 4.0, "tp", NONE_ONLY),
+            Kept("routing indices (int64)", "k", 24.0, "tp", NONE_ONLY),
+            Kept("routed experts' SwiGLU (gate, silu, up, product)", "kf", 8.0, "tp", NONE_ONLY),
+            Kept("shared experts' SwiGLU", "sf", 8.0, "tp", NONE_ONLY)]
+
+
+def _eager_norm(a: Arch):
+    def norm(where: str) -> list[Kept]:
+        if a.norm == "rmsnorm":
+            return [Kept(f"{where} norm input in fp32", "h", 4.0, "rep", NONE_ONLY),
+                    Kept(f"{where} norm rsqrt (fp32)", "token", 4.0, "rep", NONE_ONLY),
+                    Kept(f"{where} normalised (bf16)", "h", 2.0, "rep", NONE_ONLY),
+                    Kept(f"{where} norm output (GEMM input)", "h", 2.0, "rep", NONE_ONLY)]
+        return [Kept(f"{where} norm input", "h", 2.0, "rep", NONE_ONLY),
+                Kept(f"{where} norm statistics (fp32)", "token", 8.0, "rep", NONE_ONLY),
+                Kept(f"{where} norm output (GEMM input)", "h", 2.0, "rep", NONE_ONLY)]
+    return norm
+
+
+def eager_head(a: Arch) -> tuple[Kept, ...]:
+    """The final norm as eager code keeps it (its output is the output layer's input)."""
+    return tuple(_eager_norm(a)("final"))
+
+
+ACCOUNTING = Accounting(
+    key="torch", label="PyTorch (FSDP2, torchtitan)", version=f"torchtitan {TORCHTITAN}", states=STATES,
+    block=eager_block, head=eager_head, loss=LOSS, buffers=BUFFERS,
+    selective="torchtitan's per-op policy: every other matmul's output and the attention kernel's are saved, the "
+              "rest recomputed")

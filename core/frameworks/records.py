@@ -1,0 +1,118 @@
+"""The records a framework's memory rules are written in: model-state bytes, the tensors a block keeps for its
+backward, the loss, and the buffers and workspaces beside them.
+
+Plain data, so that core.memory evaluates every framework with one set of formulas and a framework module only says
+what its code does, each rule with the source line it was read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ALL_MODES = frozenset({"none", "selective", "full"})
+NOT_FULL = frozenset({"none", "selective"})
+NONE_ONLY = frozenset({"none"})
+FULL_ONLY = frozenset({"full"})
+
+# What a kept tensor's size is per token, in elements (core.memory.saved turns these into bytes):
+#   h: hidden; q: heads x head size; kv: key/value heads x head size; f: the MLP's inner width;
+#   heads: one value per head (fused attention's fp32 log-sum-exp); scores: heads x s (eager attention's s x s
+#   matrices); token: one value per token (a norm's statistics);
+#   a mixture-of-experts layer's: kh: the k routed copies of a token (top-k x capacity x h), kf: their experts'
+#   inner width (top-k x capacity x expert ffn), k: one value per routed copy (indices), sf: the shared experts'
+#   inner width, experts: one value per routed expert (router scores).
+WIDTHS = ("h", "q", "kv", "f", "heads", "scores", "token", "kh", "kf", "k", "sf", "experts")
+# How tensor parallelism divides it: "rep" is replicated over the t ranks (sequence parallelism shards it), "tp" is
+# split over them (a key/value head stays whole: each rank keeps max(kv_heads / t, 1) of them).
+SPLITS = ("rep", "tp")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What decides which tensors a transformer block keeps: one model's block, as scalars."""
+
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    mlp: str = "gelu"  # gelu | swiglu
+    dropout: bool = True  # hidden and attention dropout (p > 0): one-byte masks
+    flash: bool = False  # a fused attention kernel: no s x s matrices kept
+    rope: bool = False  # rotary positions applied to q and k
+    parallel: bool = False  # attention and MLP read one normed input (GPT-J, PaLM)
+    gqa: bool = False  # fewer key/value heads than query heads
+    fp8: bool = False  # FP8 GEMMs: the linear layers' inputs kept in one byte
+    compiled: bool = False  # torch.compile on the block (PyTorch)
+    moe: bool = False  # a mixture-of-experts layer: routed (and shared) experts in place of the dense MLP
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One tensor a block keeps from its forward to its backward, per token: `width` elements of `nbytes` bytes,
+    divided over the tensor-parallel ranks as `split` says, kept under the recompute modes in `modes`."""
+
+    name: str
+    width: str
+    nbytes: float
+    split: str
+    modes: frozenset = NOT_FULL
+
+    def __post_init__(self) -> None:
+        if self.width not in WIDTHS or self.split not in SPLITS or not self.modes <= ALL_MODES:
+            raise ValueError(f"kept tensor {self.name}: width {self.width}, split {self.split}, modes {self.modes}")
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """How one framework stores model states, in bytes per parameter: the compute copy of the weights, the gradient
+    buffer, the optimizer's master weights (0 where the weights themselves are fp32) and, per ZeRO stage, which of
+    them are sharded over the data-parallel group. The optimizer's moments come from the optimizer (K - 4 for
+    mixed-precision presets, core.memory.states)."""
+
+    param: float
+    grad: float
+    master: float
+    sharded_from: tuple[tuple[str, int], ...]  # (component, first ZeRO stage that shards it)
+    source: str
+
+    def first_sharded(self, component: str) -> int:
+        return dict(self.sharded_from)[component]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The output layer's logits and the loss, in bytes per logit (s x b x V / t on a vocabulary-parallel rank):
+    `held` stays from a micro-batch's forward to its backward, `peak` is the most alive at once while the loss
+    runs (forward or backward), for the one micro-batch being computed."""
+
+    held: float
+    peak: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """What a framework keeps beside the model states and activations, in bytes: workspaces inside PyTorch's
+    caching allocator (cuBLAS, Transformer Engine), gradient buckets, and what lives outside it (CUDA context,
+    NCCL's buffers), each with its source."""
+
+    workspace: float
+    bucket_elements: float = 0.0  # DeepSpeed's reduce bucket (elements, 16-bit), doubled with overlap_comm
+    context: float = 0.0  # CUDA context and module images: outside the allocator
+    nccl: float = 0.0  # NCCL's channel buffers per process: outside the allocator
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """One framework as the memory model sees it."""
+
+    key: str
+    label: str
+    version: str
+    states: StateBytes
+    block: Callable[[Arch], tuple[Kept, ...]]  # what one transformer layer keeps for its backward
+    head: Callable[[Arch], tuple[Kept, ...]]  # what the final norm and the output layer keep (never recomputed)
+    loss: Loss
+    buffers: Buffers
+    selective: str  # what its selective recompute keeps, in words
+    reserve: float = 0.0  # the caching allocator's reserve over the peak allocated, as a share (fitted)
+    notes: tuple[str, ...] = field(default_factory=tuple)
