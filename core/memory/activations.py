@@ -1,31 +1,29 @@
-"""Activation bytes per GPU (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-Transformer Models"), kept apart from the model states because forgetting them is the classic way a
-configuration that "fits" runs out of memory.
+"""Activation bytes per GPU: what each transformer layer keeps for its backward, for the micro-batches a stage holds,
+plus the embedding's and the output layer's, as the chosen accounting counts them (core.frameworks).
 
-Per transformer layer and micro-batch, 16-bit activations, s x b x h elements per tensor:
+The textbook accounting is Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models"), section 4.1, per layer and micro-batch, 16-bit, s x b x h elements per tensor:
     34 s b h + 5 a s^2 b        = 10 s b h (layer norms, dropout masks, block inputs: replicated under
-                                  tensor parallelism) + 24 s b h (sharded by t) + 5 a s^2 b (attention
-                                  scores, softmax, dropout: sharded by t).
+                                  tensor parallelism) + 24 s b h (split by t) + 5 a s^2 b (attention
+                                  scores, softmax, dropout: split by t).
 Sequence parallelism shards the replicated 10 s b h too; selective recomputation drops the 5 a s^2 b
 term; full recomputation keeps only the layer input, 2 s b h (divided by t with sequence parallelism).
+Read for other blocks (core.frameworks.textbook): K and V at the key/value width, a gated MLP's four f-wide
+tensors, no dropout masks without dropout, no scores with a fused attention kernel, FP8's one-byte linear inputs.
+A framework's accounting lists the tensors its own code keeps instead (Megatron-Core with Transformer Engine,
+torchtitan's PyTorch, a Hugging Face model under DeepSpeed: core.frameworks.*), and core.memory.saved turns any
+such list into bytes, so the textbook is one list among them and every mode above falls out of it.
 
 Context parallelism (degree c) gives each rank s / c tokens of every sequence and keeps only their keys and
 values (Megatron-LM's context_parallel guide: "the activation memory footprint per GPU is also CP times
-smaller"), so every s b h term is divided by c; ring attention's K/V buffers come on top
-(core.memory.context_parallel). Context parallelism runs on fused (flash) attention kernels (Transformer
-Engine in Megatron-LM, SDPA's flash/efficient kernels in PyTorch), which never store the a s^2 scores: with
-c > 1 the 5 a s^2 b term is absent whatever the recompute setting, as under selective recompute; so is it for a
-model trained with flash attention (`flash`), whose one layer rebuilt by recomputation has no scores either.
-FP8 (Transformer Engine) saves the inputs of the four linear layers in one byte: the QKV and first-MLP inputs
-(2 s b h each, replicated), the attention projection input (2 s b h) and the second-MLP input (8 s b h), so
-10 -> 8 replicated and 24 -> 19 sharded.
-A head size decoupled from hidden / heads (Qwen3, Gemma: attention width w = heads x head size, not h) scales the
-sharded terms that hold attention-width tensors: Q, K, V and the attention projection's input (2 s b w each, 8 of
-the 24; 7 of the 19 in FP8), so 24 -> 16 + 8 w / h (19 -> 12 + 7 w / h). As in Korthikanti et al., K and V are
-counted at the query width (grouped-query attention's smaller K/V are not credited).
-A parallel block (GPT-J, GPT-NeoX, PaLM: attention and MLP read one normed input, one residual add) keeps one
-norm input (2), one input shared by QKV and the first MLP layer (2, 1 in FP8) and one dropout mask (1): 10 -> 5
-replicated (8 -> 4 in FP8); the sharded terms are the same.
+smaller"), so every token term is divided by c; ring attention's K/V buffers come on top
+(core.memory.context_parallel). Context parallelism runs on fused (flash) attention kernels, which never store the
+a s^2 scores: with c > 1 that term is absent whatever the recompute setting.
+The end stages add their own: the embedding's dropout mask on the first, the final norm's tensors and the loss on the
+last (core.frameworks: the logits a framework keeps from the forward to the backward, and the most its loss holds
+at once for the micro-batch being computed). The step's peak is one moment: the layers held, the ends, and either
+the one layer recomputation rebuilds in a backward or the loss of the micro-batch being computed, whichever is
+larger (not both: they never run at once).
 How many micro-batches a stage holds at once comes from the pipeline simulator (`inflight`), not from a
 formula: it depends on the schedule.
 """
@@ -38,6 +36,10 @@ import numpy as np
 import pandas as pd
 
 from core import validate
+from core.frameworks import accounting
+from core.frameworks import loss as loss_of
+from core.frameworks.records import Arch, Kept
+from core.memory import saved
 from core.params.memory import ACTIVATIONS, RECOMPUTE_MODES
 
 
@@ -46,56 +48,53 @@ def _spec_number(key: str, value) -> np.ndarray:
     return validate.number(key, value, spec.lo, spec.hi, integer=spec.kind == "int")
 
 
-REPLICATED = (10.0, 8.0)  # s b h coefficients without / with FP8 activations (the module docstring's terms)
-REPLICATED_PARALLEL = (5.0, 4.0)  # a parallel attention + MLP block's
-SHARDED = (24.0, 19.0)
-ATTENTION_WIDTH = (8.0, 7.0)  # of SHARDED: Q, K, V and the attention projection input, in units of s b w
-
-
-def _cp_fp8(cp, fp8) -> tuple[np.ndarray, np.ndarray]:
-    return _spec_number("cp", cp), np.asarray(fp8, dtype=bool)
-
-
 def per_layer_bytes(seq, micro_batch_size, hidden, heads, t=1, sequence_parallel=False, recompute="none", cp=1,
                     fp8=False, flash=False) -> np.ndarray:
-    """Activation bytes one transformer layer keeps for one micro-batch, on one tensor-parallel rank (and one
-    context-parallel rank: divided by cp). flash: fused attention, which never stores the a s^2 scores. A parallel
-    attention + MLP block: Shape(..., parallel=True).per_layer()."""
+    """Activation bytes one GPT layer keeps for one micro-batch, on one tensor-parallel rank (and one
+    context-parallel rank: divided by cp), as Korthikanti et al. count them. flash: fused attention, which never
+    stores the a s^2 scores. Other blocks and accountings: Shape(...).per_layer()."""
     return _per_layer(Shape(seq, micro_batch_size, hidden, heads, t, sequence_parallel, recompute, 0, cp, fp8, flash))
 
 
 def _per_layer(a: Shape) -> np.ndarray:
-    s, b, h = _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size), _spec_number("hidden", a.hidden)
-    heads, t = _spec_number("heads", a.heads), _spec_number("t", a.t)
-    cp, fp8 = _cp_fp8(a.cp, a.fp8)
-    sp = np.asarray(a.sequence_parallel, dtype=bool)
-    mode = validate.choice_codes("recompute", a.recompute, RECOMPUTE_MODES)
-    sbh = s * b * h
-    replicated = np.where(fp8, *(REPLICATED_PARALLEL if a.parallel else REPLICATED)[::-1])
-    width = np.asarray(a.attn_width, dtype=float)
-    ratio = np.where(width > 0, width / h, 1.0)  # 1 unless the head size is decoupled
-    wide = np.where(fp8, ATTENTION_WIDTH[1], ATTENTION_WIDTH[0])
-    sharded = np.where(fp8, SHARDED[1], SHARDED[0]) - wide + wide * ratio
-    scores = (mode == 0) & (cp == 1) & ~np.asarray(a.flash, dtype=bool)  # a s^2: unfused attention only, never CP
-    kept = np.where(sp, replicated / t, replicated) + sharded / t + np.where(scores, 5.0 * heads * s / (h * t), 0.0)
-    full = 2.0 / np.where(sp, t, 1.0)
-    return sbh * np.where(mode == 2, full, kept) / cp
+    s, b = _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size)
+    _spec_number("hidden", a.hidden)
+    t, cp = _spec_number("t", a.t), _spec_number("cp", a.cp)
+    _spec_number("heads", a.heads)
+    validate.choice_codes("recompute", a.recompute, RECOMPUTE_MODES)
+    return saved.layer_bytes(a.coefficients(), a.widths(), s, b, t, a.sequence_parallel, cp, a.recompute)
 
 
-def embedding_bytes(seq, micro_batch_size, hidden, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
-    """First stage, per micro-batch: the 1-byte dropout mask after the embeddings (s b h, / t with SP, / cp)."""
-    sbh = _spec_number("seq", seq) * _spec_number("mb", micro_batch_size) * _spec_number("hidden", hidden)
-    return sbh / np.where(np.asarray(sequence_parallel, dtype=bool), _spec_number("t", t), 1.0) / _spec_number("cp", cp)
+def _ends(a: Shape, kept: tuple[Kept, ...]) -> np.ndarray:
+    """Bytes per micro-batch of end-stage tensors (never recomputed), on one rank."""
+    coef = saved.coefficients(kept)
+    return saved.layer_bytes(coef, a.widths(), _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size),
+                             _spec_number("t", a.t), a.sequence_parallel, _spec_number("cp", a.cp), "none")
 
 
-def output_bytes(seq, micro_batch_size, hidden, vocab, t=1, sequence_parallel=False, cp=1) -> np.ndarray:
-    """Last stage, per micro-batch: final layer-norm input and output-projection input (2 s b h each,
-    / t with SP) and the 32-bit logits for the cross-entropy, 4 s b V / t (vocabulary-parallel).
-    Zero when vocab = 0 (no output layer modelled)."""
-    s, b, h = _spec_number("seq", seq), _spec_number("mb", micro_batch_size), _spec_number("hidden", hidden)
-    v, t = _spec_number("vocab", vocab), _spec_number("t", t)
-    kept = 4.0 * s * b * h / np.where(np.asarray(sequence_parallel, dtype=bool), t, 1.0) + 4.0 * s * b * v / t
-    return np.where(v > 0, kept, 0.0) / _spec_number("cp", cp)
+def embedding_bytes(a: Shape) -> np.ndarray:
+    """First stage, per micro-batch: the embedding's dropout mask (1 byte per hidden value, / t with SP, / cp),
+    where the model has dropout."""
+    return _ends(a, (Kept("embedding dropout mask", "h", 1.0, "rep"),)) if a.dropout else np.zeros(np.shape(a.t))
+
+
+def output_bytes(a: Shape) -> np.ndarray:
+    """Last stage, per micro-batch it holds: the final norm's tensors and the logits the accounting keeps from the
+    forward to the backward (s b V / t per value, vocabulary-parallel). Zero when vocab = 0."""
+    v = _spec_number("vocab", a.vocab)
+    head = _ends(a, a.accounting_record().head(a.arch()))
+    return np.where(v > 0, head + a.loss_record().held * _logit_elements(a), 0.0)
+
+
+def loss_transient_bytes(a: Shape) -> np.ndarray:
+    """What the loss of the micro-batch being computed holds beyond the kept logits, at its peak (0 without vocab)."""
+    loss = a.loss_record()
+    return np.where(_spec_number("vocab", a.vocab) > 0, (loss.peak - loss.held) * _logit_elements(a), 0.0)
+
+
+def _logit_elements(a: Shape) -> np.ndarray:
+    s, b = _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size)
+    return s * b * _spec_number("vocab", a.vocab) / _spec_number("t", a.t) / _spec_number("cp", a.cp)
 
 
 def layers_per_stage(layers, p) -> np.ndarray:
@@ -105,7 +104,8 @@ def layers_per_stage(layers, p) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Shape:
-    """What a layer's activations depend on (scalars or arrays that broadcast: the planner passes candidates)."""
+    """What a layer's activations depend on (scalars or arrays that broadcast: the planner passes candidates): the
+    sizes and layout, the block's architecture (scalars) and the accounting that counts it (core.frameworks)."""
 
     seq: object
     micro_batch_size: object
@@ -116,38 +116,80 @@ class Shape:
     recompute: object = "none"
     vocab: object = 0  # 0 leaves the output layer out
     cp: object = 1
-    fp8: object = False
-    flash: object = False
+    fp8: bool = False
+    flash: bool = False
     parallel: bool = False  # a parallel attention + MLP block (GPT-J, GPT-NeoX, PaLM)
     attn_width: object = 0  # heads x head size; 0 = hidden (the head size is hidden / heads)
+    kv_heads: int = 0  # 0: as many as heads
+    ffn: int = 0  # 0: 4 h
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    dropout: bool = True
+    rope: bool = False
+    accounting: str = "textbook"  # core.frameworks.KEYS
+    compiled: bool = False  # torch.compile on the block (the PyTorch accounting's compiled block)
+    routed: float = 0.0  # a MoE model's routed copies per token (top-k x capacity factor); 0: dense
+    expert_ffn: float = 0.0
+    shared_ffn: float = 0.0  # the shared experts' total inner width
+    experts: float = 0.0
+    moe_layer: bool = False  # evaluate the MoE layer (experts in place of the dense MLP)
+    loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))
 
+    def arch(self) -> Arch:
+        heads = int(self.heads)
+        return Arch(norm=self.norm, mlp=self.mlp, dropout=bool(self.dropout), flash=bool(self.flash),
+                    rope=bool(self.rope), parallel=bool(self.parallel),
+                    gqa=bool(self.kv_heads) and int(self.kv_heads) < heads, fp8=bool(self.fp8),
+                    compiled=bool(self.compiled), moe=bool(self.moe_layer))
+
+    def accounting_record(self):
+        return accounting(self.accounting)
+
+    def loss_record(self):
+        return loss_of(self.accounting, self.loss, bool(self.compiled))
+
+    def coefficients(self) -> np.ndarray:
+        return saved.block_coefficients(self.accounting_record().block, self.arch())
+
+    def widths(self) -> saved.Widths:
+        h, heads = float(self.hidden), float(self.heads)
+        width = float(self.attn_width) or h
+        kv = float(self.kv_heads) or heads
+        return saved.Widths(hidden=h, q=width, kv_heads=kv, head_dim=width / heads, ffn=float(self.ffn) or 4 * h,
+                            heads=heads, routed=float(self.routed), expert_ffn=float(self.expert_ffn),
+                            shared_ffn=float(self.shared_ffn), experts=float(self.experts))
+
 
 def stage_bytes(a: Shape, layers_on_stage, inflight, first=True, last=True, first_held=None, last_held=None,
-                tail_layers=0, layer_bytes: tuple | None = None) -> dict[str, np.ndarray]:
+                tail_layers=0, layer_bytes: tuple | None = None, backward_extra=0.0) -> dict[str, np.ndarray]:
     """Peak activation bytes of one stage (or one device's stages) on one tensor-parallel rank, by term.
 
     layers: per-layer bytes x layers x micro-batches in flight; embedding (first stage) and output (last stage,
     when `vocab` > 0) scale with the micro-batches that stage itself holds (`first_held`, `last_held`; default
     `inflight`: one stage per device), as do the last stage's `tail_layers` (multi-token prediction depths);
-    recompute_buffer is the one layer of one micro-batch that recomputation rebuilds during the backward pass.
-    `layer_bytes`: (a.per_layer(), a.per_layer("none")) when the caller has them (several stages of one shape).
+    recompute_buffer is the one layer of one micro-batch that recomputation rebuilds during the backward pass (plus
+    `backward_extra`, what that layer's backward holds beside it: context parallelism's gathered K/V), and loss the
+    last stage's loss at its peak beyond the kept logits: the step's peak holds the larger of the two
+    (`transient`), never both. `layer_bytes`: (a.per_layer(), a.per_layer("none")) when the caller has them.
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
     first_held = inflight if first_held is None else _spec_number("inflight", first_held)
     last_held = inflight if last_held is None else _spec_number("inflight", last_held)
     per_layer, none = layer_bytes or (a.per_layer(), a.per_layer("none"))
-    b, h, t, sp, cp = a.micro_batch_size, a.hidden, a.t, a.sequence_parallel, a.cp
+    tail = np.where(last, tail_layers, 0)
     out = {
-        "layers": per_layer * (n_layers * inflight + np.where(last, tail_layers, 0) * last_held),
-        "embedding": np.where(first, embedding_bytes(a.seq, b, h, t, sp, cp) * first_held, 0.0),
-        "output": np.where(last, output_bytes(a.seq, b, h, a.vocab, t, sp, cp) * last_held, 0.0),
-        "recompute_buffer": np.where((n_layers > 0) | (np.where(last, tail_layers, 0) > 0), none - per_layer, 0.0),
+        "layers": per_layer * (n_layers * inflight + tail * last_held),
+        "embedding": np.where(first, embedding_bytes(a) * first_held, 0.0),
+        "output": np.where(last, output_bytes(a) * last_held, 0.0),
+        "recompute_buffer": np.where((n_layers > 0) | (tail > 0), none - per_layer + backward_extra, 0.0),
+        "loss": np.where(last, loss_transient_bytes(a), 0.0),
     }
-    out["total"] = out["layers"] + out["embedding"] + out["output"] + out["recompute_buffer"]
+    out["transient"] = np.maximum(out["recompute_buffer"], out["loss"])
+    out["total"] = out["layers"] + out["embedding"] + out["output"] + out["transient"]
     return out
 
 

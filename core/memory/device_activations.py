@@ -11,7 +11,7 @@ core.memory.per_gpu.MemoryConfig (named, not imported: per_gpu calls this module
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,8 +67,14 @@ class EndStages:
 
 def activation_shape(cfg) -> act.Shape:
     m, lay, tr = cfg.model, cfg.layout, cfg.training
+    moe = {}
+    if m.is_moe and m.moe is not None:
+        width = float(m.moe.expert_ffn or m.ffn)
+        moe = {"routed": m.moe.top_k * float(tr.moe_capacity), "expert_ffn": width, "shared_ffn": m.moe.shared * width,
+               "experts": float(m.moe.experts)}
     return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
-                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width)
+                     m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width, m.kv_heads, m.ffn,
+                     m.mlp, m.norm, m.dropout, m.rope, cfg.accounting, tr.compiled, loss=tr.loss, **moe)
 
 
 def end_stages(cfg) -> EndStages:
@@ -95,14 +101,15 @@ def end_stages(cfg) -> EndStages:
     has_middle = (p > 2) | (both & (p > 1))
     middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
     held = {"first_held": first_held, "last_held": last_held,
-            "layer_bytes": (shape.per_layer(), shape.per_layer("none"))}
+            "layer_bytes": (shape.per_layer(), shape.per_layer("none")), "backward_extra": _cp_buffers(cfg)}
     middle, middle_extra = None, 0.0
     # split evenly a middle device holds the first device's layers without its embedding: it can be fuller only
     # where it holds more micro-batches (or, with the ends in the split, more layers)
     if np.any(np.asarray(lay.ends_in_split, dtype=bool)) or np.any(middle_inflight > np.asarray(inf.first)):
         middle = {key: np.where(middle_inflight > 0, x, 0.0)
                   for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False,
-                                                layer_bytes=held["layer_bytes"]).items()}
+                                                layer_bytes=held["layer_bytes"],
+                                                backward_extra=held["backward_extra"]).items()}
         middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
     return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
                                               tail_layers=np.where(both, k, 0), **held),
@@ -121,21 +128,27 @@ def _moe_counts(cfg, v_shape) -> tuple:
 
 def _ends_bytes(cfg) -> np.ndarray:
     """One micro-batch's embedding and output-layer activations (what a prediction depth repeats)."""
+    shape = activation_shape(cfg)
+    return act.embedding_bytes(shape) + act.output_bytes(shape)
+
+
+def _cp_buffers(cfg) -> np.ndarray:
+    """Context parallelism's K/V exchange buffers, held while one layer's attention runs (core.memory.
+    context_parallel): PyTorch's ring attention exchanges K and V after torchtitan's repeat_kv, at the query width."""
     m, lay, tr = cfg.model, cfg.layout, cfg.training
-    args = (m.seq, tr.micro_batch_size, m.hidden)
-    return (act.embedding_bytes(*args, lay.t, tr.sequence_parallel, lay.cp)
-            + act.output_bytes(*args, m.vocab, lay.t, tr.sequence_parallel, lay.cp))
+    kv_heads = m.heads if cfg.accounting == "torch" else m.kv_heads
+    return ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, kv_heads, lay.t, lay.cp,
+                             head_dim=m.head_dim, cp_comm=tr.cp_comm)
 
 
 def _extra(cfg, inflight, moe_layers, tail=0, tail_held=None) -> np.ndarray:
     """Beyond the dense layers' formula: the expert activations of a device's `moe_layers` MoE layers (of which
     `tail`, the prediction depths, for the last stage's own `tail_held` micro-batches, the rest for the device's
-    `inflight`), and ring attention's transient K/V buffers."""
-    m, lay, tr = cfg.model, cfg.layout, cfg.training
-    ring = ring_buffer_bytes(m.seq, tr.micro_batch_size, m.hidden, m.heads, m.kv_heads, lay.t, lay.cp,
-                             head_dim=m.head_dim, cp_comm=tr.cp_comm)
+    `inflight`)."""
+    m, tr = cfg.model, cfg.training
     if not m.is_moe or m.moe is None:
-        return ring
-    extra = moe.moe_extra_bytes(m, tr.micro_batch_size, lay.t, lay.cp, tr.moe_capacity, tr.fp8, tr.recompute)
+        return np.zeros(np.shape(tr.micro_batch_size))
+    shape = activation_shape(cfg)
+    extra = replace(shape, moe_layer=True).per_layer() - shape.per_layer()  # the experts in place of the dense MLP
     held = inflight if tail_held is None else tail_held
-    return extra * ((moe_layers - tail) * np.asarray(inflight) + tail * np.asarray(held)) + ring
+    return extra * ((moe_layers - tail) * np.asarray(inflight) + tail * np.asarray(held))

@@ -32,15 +32,17 @@ from core.params.memory import MAX_BYTES_PER_PARAM, MAX_ND, MAX_PSI
 DENSE_MLP_SBH = (16.0, 12.0)  # Korthikanti's dense MLP internals (GeLU input + second-GEMM input), BF16 / FP8
 
 
-def sharded_states(psi, group, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> States:
-    """Model-state bytes of `psi` parameters (0 allowed: a dense model has no experts) whose ZeRO group is `group`."""
+def sharded_states(psi, group, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> States:
+    """Model-state bytes of `psi` parameters (0 allowed: a dense model has no experts) whose ZeRO group is `group`
+    (`sharded_from`: a framework's own first sharded stage per component, core.memory.states.model_states)."""
     psi = validate.number("params", psi, 0, MAX_PSI)
     group = validate.number("group", group, 1, MAX_ND)
     stage = check_stage(stage)
     per_param = {"params": validate.number("param_bytes", param_bytes, 0, MAX_BYTES_PER_PARAM),
                  "grads": validate.number("grad_bytes", grad_bytes, 0, MAX_BYTES_PER_PARAM),
                  "optimizer": validate.number("k", k, 0, MAX_BYTES_PER_PARAM)}
-    return States(**{c: per_param[c] * psi / np.where(stage >= SHARDED_FROM[c], group, 1.0) for c in COMPONENTS})
+    first = SHARDED_FROM | dict(sharded_from)
+    return States(**{c: per_param[c] * psi / np.where(stage >= first[c], group, 1.0) for c in COMPONENTS})
 
 
 def expert_data_parallel(t, d, cp, ep, etp) -> np.ndarray:
@@ -124,15 +126,15 @@ def experts_per_gpu(model, ep) -> int:
     return math.ceil(model.moe.experts / ep) if model.is_moe else 0
 
 
-def min_nd(dense_rank, expert_rank, ep, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0,
-           other_bytes=0.0, ep_share=None) -> float:
+def min_nd(dense_rank, expert_rank, ep, stage, usable, other_bytes=0.0, ep_share=None, **state_bytes) -> float:
     """Smallest N_d (a multiple of ep) at which dense states sharded over N_d plus expert states sharded over
     N_d / ep_share fit in `usable`; inf when the replicated parts alone do not fit. expert_rank: experts on one GPU;
-    ep_share = ep x etp / t (ep with Megatron's default etp = t).
+    ep_share = ep x etp / t (ep with Megatron's default etp = t); `state_bytes`: model_states' keywords (k,
+    param_bytes, grad_bytes, sharded_from).
     From  R (D + E) + S (D + E ep_share) / N_d + other <= usable, R and S the stage's replicated and sharded bytes."""
     from core.memory.states import split_coefficients
 
-    replicated, sharded = (float(x) for x in split_coefficients(stage, k, param_bytes, grad_bytes))
+    replicated, sharded = (float(x) for x in split_coefficients(stage, **state_bytes))
     ep = int(validate.number("ep", ep, 1, MAX_ND, integer=True))
     share = float(ep if ep_share is None else ep_share)
     room = float(usable) - float(other_bytes) - replicated * (dense_rank + expert_rank)

@@ -57,13 +57,13 @@ def fits(total_bytes, usable) -> np.ndarray:
     return np.asarray(total_bytes) <= np.asarray(usable)
 
 
-def min_nd(psi, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0, other_bytes=0.0) -> np.ndarray:
+def min_nd(psi, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0, other_bytes=0.0, sharded_from=()) -> np.ndarray:
     """Smallest whole N_d at which states + other_bytes fit in `usable`; inf where no N_d ever fits
     (the stage's replicated floor alone is too big), which is how ZeRO-1/2 fail for big models."""
     psi = check_psi(psi)
     other = validate.number("other_bytes", other_bytes, 0, 1e18)
     usable = np.asarray(usable, dtype=float)
-    replicated, sharded = split_coefficients(stage, k, param_bytes, grad_bytes)
+    replicated, sharded = split_coefficients(stage, k, param_bytes, grad_bytes, sharded_from)
     room = usable - other - replicated * psi
     with np.errstate(divide="ignore", invalid="ignore"):
         guess = np.where(sharded * psi > 0, np.ceil(sharded * psi / room), 1.0)
@@ -73,7 +73,7 @@ def min_nd(psi, stage, usable, k=12.0, param_bytes=2.0, grad_bytes=2.0, other_by
     nd = np.where(ok, guess, 1.0)
 
     def fits_at(n):
-        return model_states(psi, n, stage, k, param_bytes, grad_bytes).total + other <= usable
+        return model_states(psi, n, stage, k, param_bytes, grad_bytes, sharded_from).total + other <= usable
 
     nd = np.where(ok & ~fits_at(nd), nd + 1, nd)  # float rounding at the boundary, one step each way
     lower = np.maximum(nd - 1, 1)

@@ -80,10 +80,10 @@ def moved_components(offload: str, stage) -> dict[str, np.ndarray]:
 
 
 def placement(psi, nd, stage, offload: str = "none", k=12.0, param_bytes=2.0, grad_bytes=2.0,
-              largest_layer=0.0) -> Placement:
+              largest_layer=0.0, sharded_from=()) -> Placement:
     """Split a rank's model states between GPU and CPU. `largest_layer` (parameters) adds, when the
     parameters are offloaded, the full 16-bit parameters and gradients of the layer being computed."""
-    states = model_states(psi, nd, stage, k, param_bytes, grad_bytes)
+    states = model_states(psi, nd, stage, k, param_bytes, grad_bytes, sharded_from)
     moved = moved_components(offload, stage)
     layer = validate.number("largest_layer", largest_layer, 0, MAX_PSI)
     gpu = {c: np.where(moved[c], 0.0, getattr(states, c)) for c in COMPONENTS}

@@ -35,9 +35,12 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from core import validate
+from core.frameworks import accounting
+from core.frameworks import loss as loss_of
 from core.memory import device_activations
 from core.memory import experts as moe
 from core.memory import fp8 as fp8_bytes
+from core.memory import framework_terms as terms
 from core.memory.fsdp import unsharded
 from core.memory.offload import PARAM_OFFLOADS, placement
 from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
@@ -78,6 +81,10 @@ class ModelMemory:
     head_dim: int = 0  # channels per attention head; 0: hidden / heads
     mtp_layers: int = 0  # multi-token prediction depths on the last stage (core.model.counts.mtp_params)
     mtp_dense: float = 0.0  # their parameters outside the routed experts (whose experts are MoE layers' own size)
+    mlp: str = "gelu"  # the block's architecture, as the activations' accountings read it (core.frameworks)
+    norm: str = "layernorm"
+    dropout: bool = True
+    rope: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params", "mtp_dense"):
@@ -115,7 +122,8 @@ class ModelMemory:
                    gemm_share=fp8_bytes.gemm_share(model),
                    expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers,
                    head_dim=model.head_dim if model.decoupled_heads else 0, mtp_layers=model.mtp_layers,
-                   mtp_dense=counts.mtp_params(model)["dense"])
+                   mtp_dense=counts.mtp_params(model)["dense"], mlp=model.mlp, norm=model.norm,
+                   dropout=model.dropout, rope=model.position == "rope")
 
 
 def block_params(dense, embedding, tied: bool, layers: int) -> float:
@@ -152,6 +160,11 @@ class Training:
     bytes_per_param: BytesPerParam = ADAM_MIXED  # optimizer and precision (FP8 changes the weights' bytes)
     moe_capacity: float = 1.0
     cp_comm: str = "p2p"  # context parallelism's K/V exchange: the ring's buffers or the whole gathered sequence
+    micro_batches: object = 1  # m per step: whether earlier micro-batches' gradients exist at the peak (FSDP2)
+    compiled: bool = False  # torch.compile on the blocks (PyTorch's accounting keeps what the compiled block keeps)
+    grad_dtype: str = "auto"  # the gradient buffer: the framework's own, or fp32 / bf16
+    optimizer_dtype: str = "fp32"  # Adam's moments (and Megatron's master remainders) in fp32 or bf16
+    loss: str = "auto"  # the cross-entropy kernel (core.frameworks: upcast, compiled, fused)
 
 
 @dataclass(frozen=True)
@@ -176,6 +189,7 @@ class MemoryConfig:
     layout: Layout = field(default_factory=Layout)
     training: Training = field(default_factory=Training)
     inflight: InFlight = field(default_factory=InFlight)
+    accounting: str = "textbook"  # whose bytes: the ZeRO paper and Korthikanti's, or a framework's (core.frameworks)
 
 
 @dataclass(frozen=True)
@@ -199,25 +213,61 @@ class GpuMemory:
     psi_rank: np.ndarray  # dense parameters on this GPU, before ZeRO
     expert_rank: np.ndarray  # routed-expert parameters on this GPU, before ZeRO
     expert_group: np.ndarray  # the ranks ZeRO shards the experts' states over
+    buffers: np.ndarray = 0.0  # the framework's workspaces and reduce buckets (core.memory.framework_terms)
+    step: np.ndarray = 0.0  # what the optimizer step's moment holds beyond the activation peak's (0 when less)
+    step_moment: np.ndarray = 0.0  # every byte the optimizer step holds (model states, temporaries, buffers)
+    pools: np.ndarray = 0.0  # free bytes the allocator holds in pools the peak cannot use (framework_terms.side_pools)
+    reserve: np.ndarray = 0.0  # the caching allocator's reserve over the peak allocated
+    outside: np.ndarray = 0.0  # CUDA context and NCCL buffers, outside PyTorch's allocator
 
     @property
     def states_on_gpu(self) -> np.ndarray:
         return sum(getattr(self, c) + getattr(self, f"expert_{c}") for c in COMPONENTS)
 
     @property
+    def allocated(self) -> np.ndarray:
+        """Peak bytes of tensors (torch.cuda.max_memory_allocated)."""
+        return self.states_on_gpu + self.working + self.gathered + self.activations + self.buffers + self.step
+
+    @property
+    def reserved(self) -> np.ndarray:
+        """Peak bytes the caching allocator holds (torch.cuda.max_memory_reserved)."""
+        return self.allocated + self.reserve
+
+    @property
     def total(self) -> np.ndarray:
-        return self.states_on_gpu + self.working + self.gathered + self.activations
+        """The device's bytes in use (nvidia-smi): what is compared with the GPU's memory."""
+        return self.reserved + self.outside
 
 
 def per_gpu(cfg: MemoryConfig) -> GpuMemory:
-    """A configuration's bytes on one GPU: model states (dense and experts, after offload), the working set and
-    the fullest device's activations."""
+    """A configuration's bytes on one GPU: model states (dense and experts, after offload), the working set, the
+    fullest device's activations, and the framework's buffers, allocator reserve and process overhead."""
     s = model_state_parts(cfg)
     acts, worst = device_activations.activation_bytes(cfg)
     shape = np.broadcast(s.psi_rank, acts).shape
     parts = {f.name: np.broadcast_to(getattr(s, f.name), shape) for f in fields(GpuMemory)}
-    return GpuMemory(**parts | {"activations": np.broadcast_to(acts, shape), "worst_stage": np.broadcast_to(worst,
-                                                                                                          shape)})
+    peak = s.states_on_gpu + s.working + s.gathered + s.buffers + acts
+    lay = cfg.layout
+    groups = terms.groups(lay.t, lay.p, lay.d, lay.cp, lay.ep)
+    extra = device_extras(cfg.accounting, peak, s.step_moment, s.pools, groups)
+    return GpuMemory(**parts | {"activations": np.broadcast_to(acts, shape),
+                                "worst_stage": np.broadcast_to(worst, shape)} | extra)
+
+
+def device_extras(key: str, peak, step_moment, pools=0.0, n_groups=0) -> dict[str, np.ndarray]:
+    """From the activation peak's tensors, the optimizer step's moment and the allocator's side pools (bytes): the
+    step's excess over the activation peak, the allocator's reserve (segments are never given back, so the reserved
+    peak is the larger of the two moments' own: the activation peak with the side pools the framework's streams
+    hold, or the step; each with the framework's fitted share of what is allocated), and what the process holds
+    outside the allocator with `n_groups` NCCL communicators (core.memory.framework_terms; all zero in the textbook
+    accounting)."""
+    peak, step_moment, pools = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (peak, step_moment, pools)))
+    allocated = np.maximum(peak, step_moment)
+    share = 1.0 + terms.reserve_share(key)
+    reserved = np.maximum(peak * share + pools, step_moment * share)
+    return {"step": allocated - peak, "reserve": reserved - allocated,
+            "outside": np.broadcast_to(terms.outside_bytes(key, n_groups), allocated.shape)}
 
 
 # --------------------------------------------------------------------------------------------- model states
@@ -260,16 +310,17 @@ def _mtp_dense(m: ModelMemory, p) -> np.ndarray:
     return m.mtp_dense + np.where(np.asarray(p) > 1, copy, 0.0)
 
 
-def dense_bytes(cfg: MemoryConfig) -> dict[str, float]:
-    """Bytes per parameter of the dense part (FP8 GEMM weights take one byte, the rest two)."""
-    kw = cfg.training.bytes_per_param.kwargs()
-    return {**kw, "param_bytes": fp8_bytes.share_bytes(cfg.model.gemm_share)} if cfg.training.fp8 else kw
+def dense_bytes(cfg: MemoryConfig) -> dict:
+    """Bytes per parameter of the dense part as the accounting stores it (FP8 GEMM weights take one byte)."""
+    tr = cfg.training
+    return terms.state_kwargs(cfg.accounting, tr.bytes_per_param, tr.fp8, cfg.model.gemm_share, tr.grad_dtype,
+                              tr.optimizer_dtype)
 
 
-def expert_bytes(cfg: MemoryConfig) -> dict[str, float]:
+def expert_bytes(cfg: MemoryConfig) -> dict:
     """Bytes per parameter of the routed experts (all GEMM weights)."""
-    kw = cfg.training.bytes_per_param.kwargs()
-    return {**kw, "param_bytes": fp8_bytes.share_bytes(1.0)} if cfg.training.fp8 else kw
+    tr = cfg.training
+    return terms.state_kwargs(cfg.accounting, tr.bytes_per_param, tr.fp8, 1.0, tr.grad_dtype, tr.optimizer_dtype)
 
 
 def _placed(psi, group, zero, offload, kw: dict, streamed=0.0) -> dict[str, np.ndarray]:
@@ -287,8 +338,9 @@ def _placed(psi, group, zero, offload, kw: dict, streamed=0.0) -> dict[str, np.n
 
 
 def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
-    """Dense and expert model states of one GPU after offload, and the working set (activations left at 0)."""
-    m, lay = cfg.model, cfg.layout
+    """Dense and expert model states of one GPU after offload (the gradients as they exist at the activation peak),
+    the working set, the framework's buffers and its optimizer step's moment (activations left at 0)."""
+    m, lay, key = cfg.model, cfg.layout, cfg.accounting
     dense_kw, expert_kw = dense_bytes(cfg), expert_bytes(cfg)
     t, p, zero = np.asarray(lay.t), np.asarray(lay.p), np.asarray(lay.zero)
     group = np.asarray(lay.d) * np.asarray(lay.cp)  # the dense weights' ZeRO group: d x cp
@@ -298,19 +350,53 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     states = model_states(psi_rank, group, zero, **dense_kw).total
     streamed = np.asarray(m.largest_module) / t
     dense = _placed(psi_rank, group, zero, lay.offload, dense_kw, streamed)
-    params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
-    gathered = np.where((zero == 3) & ~params_off, _gathered_blocks(m, psi_rank, layer, p, dense_kw), 0.0)
-    # FSDP2's reshard_after_forward=False: the stage's parameters stay gathered from the forward to the backward
-    kept = psi_rank * dense_kw["param_bytes"] * (1 - 1 / group) + layer * dense_kw["grad_bytes"]
-    gathered = np.where((zero == 3) & ~np.asarray(lay.reshard, dtype=bool), kept, gathered)
+    gathered = _zero3_gathers(cfg, psi_rank, layer, dense_kw)
     ex = {k: np.broadcast_to(x, shape) for k, x in _expert_states(cfg, expert_kw).items()}
+    m_step = cfg.training.micro_batches
+    grads = terms.grads_at_peak(key, dense["grads"], psi_rank, dense_kw["grad_bytes"], p, m_step)
+    expert_grads = terms.grads_at_peak(key, ex["grads"], ex["rank"], expert_kw["grad_bytes"], p, m_step)
+    on_gpu = sum(dense[c] + ex[c] for c in COMPONENTS)  # every state the optimizer step holds, gradients included
+    step = on_gpu + terms.step_extra(key, psi_rank, group, zero) + terms.step_extra(key, ex["rank"], ex["group"],
+                                                                                   zero)
+    buffers = np.broadcast_to(terms.buffer_bytes(key, zero), shape)
+    tr = cfg.training
+    upcast = key == "textbook" or loss_of(key, tr.loss, tr.compiled) is accounting(key).loss
+    logits = (m.seq * np.asarray(tr.micro_batch_size, dtype=float) * m.vocab / t / np.asarray(lay.cp)
+              * ((p == 1) & upcast))  # the bf16 logits an upcast loss frees before its backward (no schedule holds)
+    pools = terms.side_pools(key, np.maximum(dense["grads"] + ex["grads"] - grads - expert_grads, 0.0),
+                             _zero3_gathers(cfg, psi_rank, layer, dense_kw, resharded=True) + ex["gathered"], logits)
     return GpuMemory(
-        params=dense["params"], grads=dense["grads"], optimizer=dense["optimizer"],
-        expert_params=ex["params"], expert_grads=ex["grads"], expert_optimizer=ex["optimizer"],
+        params=dense["params"], grads=grads, optimizer=dense["optimizer"],
+        expert_params=ex["params"], expert_grads=expert_grads, expert_optimizer=ex["optimizer"],
         working=dense["working"] + ex["working"], gathered=gathered + ex["gathered"], activations=np.zeros(shape),
         worst_stage=np.full(shape, "first", dtype=object), states=states + ex["states"], expert_states=ex["states"],
         cpu=dense["cpu"] + ex["cpu"], nvme=dense["nvme"] + ex["nvme"], psi_rank=psi_rank, expert_rank=ex["rank"],
-        expert_group=ex["group"])
+        expert_group=ex["group"], buffers=buffers, step_moment=step + buffers, pools=np.broadcast_to(pools, shape))
+
+
+def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool = False) -> np.ndarray:
+    """ZeRO-3's unsharded weights at the activation peak (0 below stage 3, and for a framework's stage 2 that keeps
+    the parameters sharded). The ZeRO paper's per-block units (core.memory.fsdp.unsharded); resharding off keeps the
+    stage gathered from the forward to the backward. FSDP2 (torch) gathers 16-bit copies of its fp32 shards: its
+    stage 2 and resharding off hold the stage's copy, resharding on the root group (embeddings, final norm, output
+    layer) and the last block, which torchtitan leaves unresharded (apply_fsdp: reshard_after_forward only for
+    layer_id < n_layers - 1; the root is not resharded after the forward)."""
+    m, lay = cfg.model, cfg.layout
+    zero, p = np.asarray(lay.zero), np.asarray(lay.p)
+    keep = ~np.asarray(lay.reshard, dtype=bool) & (not resharded)
+    params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
+    if cfg.accounting == "torch":
+        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8)
+        layer = np.broadcast_to(layer, psi_rank.shape)
+        blocks = np.minimum(np.ceil(m.layers / p), np.maximum(np.floor(psi_rank / np.maximum(layer, 1.0)), 1.0))
+        root = np.maximum(psi_rank - blocks * layer, 0.0)
+        whole = ((zero == 2) & (not resharded)) | ((zero == 3) & keep)
+        stage = 2.0 * root + gather * (psi_rank - root)  # embeddings and the output layer stay 16-bit under FP8
+        return np.where(params_off | (zero < 2), 0.0, np.where(whole, stage, 2.0 * root + gather * layer))
+    gathered = np.where((zero == 3) & ~params_off, _gathered_blocks(m, psi_rank, layer, p, kw), 0.0)
+    # FSDP2's reshard_after_forward=False: the stage's parameters stay gathered from the forward to the backward
+    kept = psi_rank * kw["param_bytes"] * (1 - 1 / (np.asarray(lay.d) * np.asarray(lay.cp))) + layer * kw["grad_bytes"]
+    return np.where((zero == 3) & keep, kept, gathered)
 
 
 def _gathered_blocks(m: ModelMemory, psi_rank, layer, p, kw: dict) -> np.ndarray:

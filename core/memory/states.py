@@ -153,29 +153,34 @@ def check_nd(nd) -> np.ndarray:
     return validate.number("nd", nd, 1, MAX_ND, integer=True)
 
 
-def model_states(psi, nd, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> States:
-    """Bytes per GPU of parameters, gradients and optimizer state for `psi` parameters held per rank."""
+def model_states(psi, nd, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> States:
+    """Bytes per GPU of parameters, gradients and optimizer state for `psi` parameters held per rank.
+    `sharded_from`: (component, first stage) pairs where a framework shards differently (core.frameworks: FSDP2
+    shards the parameters from its stage 2); empty = the ZeRO paper's."""
     psi, nd, stage = check_psi(psi), check_nd(nd), check_stage(stage)
     per_param = _bytes_args(k, param_bytes, grad_bytes)
-    parts = {c: per_param[c] * psi / np.where(stage >= SHARDED_FROM[c], nd, 1.0) for c in COMPONENTS}
+    first = SHARDED_FROM | dict(sharded_from)
+    parts = {c: per_param[c] * psi / np.where(stage >= first[c], nd, 1.0) for c in COMPONENTS}
     return States(**parts)
 
 
-def split_coefficients(stage, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> tuple[np.ndarray, np.ndarray]:
+def split_coefficients(stage, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> tuple[np.ndarray,
+                                                                                                  np.ndarray]:
     """(replicated, sharded) bytes per parameter: states = Psi (replicated + sharded / N_d).
 
     The inverse questions (smallest N_d, largest model) and the floors (4 Psi, 2 Psi) all come from this.
     """
     stage = check_stage(stage)
     per_param = _bytes_args(k, param_bytes, grad_bytes)
-    replicated = sum(np.where(stage >= SHARDED_FROM[c], 0.0, per_param[c]) for c in COMPONENTS)
-    sharded = sum(np.where(stage >= SHARDED_FROM[c], per_param[c], 0.0) for c in COMPONENTS)
+    first = SHARDED_FROM | dict(sharded_from)
+    replicated = sum(np.where(stage >= first[c], 0.0, per_param[c]) for c in COMPONENTS)
+    sharded = sum(np.where(stage >= first[c], per_param[c], 0.0) for c in COMPONENTS)
     return np.asarray(replicated), np.asarray(sharded)
 
 
-def floor_bytes(psi, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> np.ndarray:
+def floor_bytes(psi, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> np.ndarray:
     """What a stage can never go below however many ranks share the work (4 Psi, 2 Psi, 0 for Adam)."""
-    replicated, _ = split_coefficients(stage, k, param_bytes, grad_bytes)
+    replicated, _ = split_coefficients(stage, k, param_bytes, grad_bytes, sharded_from)
     return replicated * check_psi(psi)
 
 
@@ -220,12 +225,12 @@ def stage_params(psi: float, p: int, split: str = "even", embedding: float | Non
 # --- plain data for the ZeRO page -----------------------------------------------------------------------
 
 
-def zero_table(psi, nds, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> pd.DataFrame:
+def zero_table(psi, nds, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> pd.DataFrame:
     """Long table: one row per (N_d, stage) with each component in bytes and the reduction against DP."""
     nds = check_nd(np.atleast_1d(nds)).astype(np.int64)
     nd_grid, stage_grid = np.meshgrid(nds, np.arange(4), indexing="ij")
-    states = model_states(psi, nd_grid.ravel(), stage_grid.ravel(), k, param_bytes, grad_bytes)
-    baseline = model_states(psi, 1, 0, k, param_bytes, grad_bytes).total
+    states = model_states(psi, nd_grid.ravel(), stage_grid.ravel(), k, param_bytes, grad_bytes, sharded_from)
+    baseline = model_states(psi, 1, 0, k, param_bytes, grad_bytes, sharded_from).total
     total = states.total
     return pd.DataFrame({
         "nd": nd_grid.ravel(),
@@ -239,34 +244,37 @@ def zero_table(psi, nds, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> pd.DataFram
     })
 
 
-def table1(psi, nds=(1, 4, 16, 64, 256, 1024), k=12.0, param_bytes=2.0, grad_bytes=2.0) -> pd.DataFrame:
+def table1(psi, nds=(1, 4, 16, 64, 256, 1024), k=12.0, param_bytes=2.0, grad_bytes=2.0,
+           sharded_from=()) -> pd.DataFrame:
     """The ZeRO paper's Table 1 layout for one model: a row per N_d, a column per stage, total bytes."""
-    long = zero_table(psi, nds, k, param_bytes, grad_bytes)
+    long = zero_table(psi, nds, k, param_bytes, grad_bytes, sharded_from)
     wide = long.pivot(index="nd", columns="stage", values="total [bytes]")
     wide.columns = [f"{stage_title(s)} [bytes]" for s in wide.columns]
     return wide.reset_index().rename(columns={"nd": "N_d"})
 
 
-def curve_vs_nd(psi, nd_max=1 << 14, points: int = 64, k=12.0, param_bytes=2.0, grad_bytes=2.0) -> pd.DataFrame:
+def curve_vs_nd(psi, nd_max=1 << 14, points: int = 64, k=12.0, param_bytes=2.0, grad_bytes=2.0,
+                sharded_from=()) -> pd.DataFrame:
     """Total bytes per GPU against N_d on a log grid of whole N_d, plus each stage's floor (for the chart)."""
     nd_max = int(check_nd(nd_max))
     points = int(validate.number("points", points, 2, 4096, integer=True))
     nds = np.unique(np.round(np.geomspace(1, nd_max, points)).astype(np.int64))
     out = {"nd": nds}
     for s, key in enumerate(STAGE_KEYS):
-        out[f"{key} [bytes]"] = model_states(psi, nds, s, k, param_bytes, grad_bytes).total
+        out[f"{key} [bytes]"] = model_states(psi, nds, s, k, param_bytes, grad_bytes, sharded_from).total
     for s, key in enumerate(STAGE_KEYS):
-        out[f"{key} floor [bytes]"] = np.broadcast_to(floor_bytes(psi, s, k, param_bytes, grad_bytes), nds.shape)
+        out[f"{key} floor [bytes]"] = np.broadcast_to(floor_bytes(psi, s, k, param_bytes, grad_bytes, sharded_from),
+                                                      nds.shape)
     return pd.DataFrame(out)
 
 
-def max_reduction(k=12.0, param_bytes=2.0, grad_bytes=2.0) -> dict[int, float]:
+def max_reduction(k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> dict[int, float]:
     """Per stage, the most it can shrink the per-GPU states against plain DP however large N_d grows:
     the full bytes per parameter over the replicated ones (4x and 8x for mixed-precision Adam; inf for
     stage 3, which has no replicated part)."""
     out = {}
     for s in range(4):
-        replicated, sharded = split_coefficients(s, k, param_bytes, grad_bytes)
+        replicated, sharded = split_coefficients(s, k, param_bytes, grad_bytes, sharded_from)
         whole = float(replicated + sharded)
         out[s] = whole / float(replicated) if replicated > 0 else float("inf")
     return out

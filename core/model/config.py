@@ -285,9 +285,13 @@ class GpuSpec:
     source: str = ""
     derived: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    device_gib: float | None = None  # what the device reports to PyTorch (total_memory, GiB); None: mem_gb is it
+    device_source: str = ""
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
+        if self.device_gib is not None and not 0.001 <= float(self.device_gib) <= CLUSTER["gpu_mem"].hi:
+            raise InputError(f"device_gib: expected a memory size in GiB, got {self.device_gib!r}")
         _checked(self, CLUSTER, {"mem_gb": "gpu_mem", "tflops": "gpu_tflops", "gpus_per_node": "gpn",
                                  "intra_gbs": "intra_bw", "inter_gbs": "inter_bw", "mem_bw_gbs": "gpu_bw",
                                  "sms": "gpu_sms"})
@@ -304,6 +308,12 @@ class GpuSpec:
     @property
     def mem_bytes(self) -> float:
         return self.mem_gb * 1e9
+
+    @property
+    def capacity_bytes(self) -> float:
+        """The memory a process can use, as the device reports it (torch.cuda.get_device_properties().total_memory:
+        an 'H100 80GB' reports 79.18 GiB); the labelled GB where that is not known or the user set the memory."""
+        return self.device_gib * float(1 << 30) if self.device_gib else self.mem_bytes
 
     @property
     def peak_flops(self) -> float:

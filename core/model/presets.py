@@ -114,7 +114,6 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
     head_dim = MODEL["head_dim"].parse(raw.get("head_dim", 0))
     raw["heads"], raw["kv_heads"] = resolve_heads(hidden, auto.get("heads", 0), auto.get("kv_heads", 0), head_dim)
     v = parse_strict(MODEL, raw)
-    llama = v["mlp"] == "swiglu"
     moe = None
     if v["experts"]:
         if v["top_k"] > v["experts"]:
@@ -123,11 +122,18 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
                         expert_ffn=v["expert_ffn"], first_dense=v["dense_layers"])
     return ModelConfig(
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
-        vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], norm="rmsnorm" if llama else "layernorm",
-        bias=not llama, position="rope" if llama else "learned", params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], dropout=not llama, parallel_block=v["parallel"], kv_channels=v["head_dim"],
-        mtp_layers=v["mtp_layers"],
+        vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], params_published=v["params"] or None, moe=moe,
+        flash_attention=v["flash"], parallel_block=v["parallel"], kv_channels=v["head_dim"],
+        mtp_layers=v["mtp_layers"], **custom_family(v["mlp"]),
     )
+
+
+def custom_family(mlp: str) -> dict:
+    """What a custom model's MLP kind implies of the rest of its block: a SwiGLU model is Llama-like (RMSNorm, no
+    biases, RoPE, no dropout), a GeLU one GPT-like (LayerNorm, biases, learned positions, dropout)."""
+    llama = mlp == "swiglu"
+    return {"norm": "rmsnorm" if llama else "layernorm", "bias": not llama,
+            "position": "rope" if llama else "learned", "dropout": not llama}
 
 
 def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0,
@@ -166,10 +172,12 @@ def chosen_gpu(key: str, overrides: Mapping[str, float], calibration: str = "aut
     changed = {GPU_FIELDS[k]: v for k, v in overrides.items() if v}
     if key == "custom":
         base = replace(gpu(CUSTOM_BASE), name="custom", key="custom", tflops_fp8=None, tflops_sparse=None,
-                       mem_label="", source="", derived=(), notes=(),
+                       mem_label="", source="", derived=(), notes=(), device_gib=None, device_source="",
                        calibration_note=GpuSpec.__dataclass_fields__["calibration_note"].default)
     else:
         base = gpu(key)
+        if "mem_gb" in changed:  # the memory typed is the memory used
+            base = replace(base, device_gib=None, device_source="")
         if changed:
             shown = ", ".join(f"{k} {v:g}" for k, v in overrides.items() if v)
             name = f"{base.name}, {shown}"
