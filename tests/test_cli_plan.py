@@ -37,9 +37,9 @@ def test_as_a_user_runs_it():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Llama 3 70B (70.6B parameters) on 64 x NVIDIA A100 80GB SXM")
-    # rank 1: t = 8 inside a server, no pipeline, d = 8: TP communication overlap (Megatron-LM) hides part of the TP
-    # traffic that made t = 4 the winner without it
-    assert lines[5].split()[:4] == ["1", "8", "1", "8"] and "on+overlap" in lines[5]
+    # rank 1: t = 4 inside a server, no pipeline, d = 16 with ZeRO-3 and selective recompute: counted as the
+    # frameworks store it, t = 8 x d = 8 with ZeRO-1 needs no recompute only at more memory than fits
+    assert lines[5].split()[:4] == ["1", "4", "1", "16"]
 
 
 def test_json_lists_candidates_with_the_documented_keys(capsys):
@@ -49,7 +49,7 @@ def test_json_lists_candidates_with_the_documented_keys(capsys):
     assert len(data) > 1000 and set(data[0]) == {*JSON_KEYS, "breakdown"} and set(JSON_KEYS) >= set(REQUIRED)
     best = data[0]
     assert sum(best["breakdown"].values()) == pytest.approx(best["step_time_s"])  # seconds by component
-    assert best["rank"] == 1 and best["fits"] and best["reasons"] == [] and best["memory_bytes"] < 72e9
+    assert best["rank"] == 1 and best["fits"] and best["reasons"] == [] and best["memory_bytes"] < 85e9
     infeasible = [c for c in data if c["rank"] is None]
     assert infeasible and all(c["reasons"] for c in infeasible)
     assert all(isinstance(r, str) for c in infeasible for r in c["reasons"])
@@ -57,7 +57,7 @@ def test_json_lists_candidates_with_the_documented_keys(capsys):
 
 def test_seven_point_five_b_through_the_cli(capsys):
     code, out, _ = plan(capsys, "--model", "zero-7.5b", "--gpu", "v100-32gb", "--gpus", "64", "--global-batch", "512",
-                        "--fix", "t=1,p=1,recompute=full,mbs=1", "--json")
+                        "--fix", "t=1,p=1,recompute=full,mbs=1", "--memory-framework", "textbook", "--json")
     states = {c["zero_stage"]: round(c["model_state_bytes"] / GB, 2) for c in json.loads(out)}
     assert states == {0: 120.0, 1: 31.41, 2: 16.64, 3: 1.88}
 
@@ -122,7 +122,7 @@ def test_leaving_inputs_out_applies_the_documented_defaults(capsys):
     (["--framework", "deepspeed", "--fix", "t=8,p=8,zero=3"], "DeepSpeed takes ZeRO 0 or 1 with pipeline parallelism"),
     (["--framework", "torch", "--fix", "zero=1,offload=optimizer"], "PyTorch (FSDP2, torch.distributed.pipelining) "
                                                                     "cannot offload optimizer"),
-    (["--min-headroom", "80"], "min headroom 80 GB >= the 72.0 GB usable per GPU"),
+    (["--min-headroom", "90"], "min headroom 90 GB >= the 85.0 GB usable per GPU"),
 ])
 def test_every_empty_result_says_which_pin_cannot_work(capsys, args, needle):
     code, out, err = plan(capsys, *args, "--top", "3")
@@ -169,7 +169,7 @@ def test_custom_model_and_gpu(capsys):
                           "--global-batch", "256", "--json", "--top", "1")
     assert code == 0, err
     best = json.loads(out)[0]
-    assert best["fits"] and best["memory_bytes"] <= 36e9
+    assert best["fits"] and best["memory_bytes"] <= 40e9  # a typed memory is the device's, all of it usable
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -67,6 +67,9 @@ def build(parser: argparse.ArgumentParser) -> None:
     spec_args.add(train, PLAN["mb_sizes"], "--micro-batch-sizes")
     for key in ("precision", "optimizer", "k"):
         spec_args.add(train, PLAN[key])
+    counted = parser.add_argument_group("memory (whose bytes, and the framework switches that change them)")
+    for key in ("memory_framework", "grad_dtype", "optimizer_dtype", "loss", "compile"):
+        spec_args.add(counted, PLAN[key])
     search = parser.add_argument_group("search space")
     spec_args.add(search, PLAN["framework"])
     spec_args.add(search, PLAN["min_headroom"])

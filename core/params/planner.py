@@ -40,11 +40,15 @@ _CHOICE_ALL = "all"
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params", "mlp", "tied",
                  "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "mtp_layers")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
-_any_model = ("flash",)
+_any_model = ("flash", "dropout")
 FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
              help="Fused attention kernel: no s x s scores in memory or traffic, causal blocks only (changes step "
                   "time and activations). auto = the preset's own (Llama 3, Mixtral, DeepSeek-V3: on), off for a "
                   "custom model; true or false sets it for any model.")
+DROPOUT = Spec("dropout", "choice", "auto", choices=("auto", "true", "false"), label="Dropout",
+               help="Hidden and attention dropout with p > 0, whose one-byte masks the backward keeps (p = 0 keeps "
+                    "none: PyTorch's dropout returns its input). auto = the model's own (GPT-style blocks: on, as "
+                    "Megatron-LM's default 0.1; Llama-style and the Llama, Mixtral, Qwen and DeepSeek presets: off).")
 
 # The planner's sequence length serves presets and custom models alike: 0 keeps the preset's own length
 # (MODEL["seq"]'s default for a custom model), a number trains either at that length.
@@ -173,9 +177,11 @@ ASSUMPTIONS = table(
          help="Per step of a collective that crosses the network (a ring's inter-server step, a tree level): "
               "NCCL's own tuning constant for the Simple protocol (src/graph/tuning.cc, hwLatencies NET, 14 us); "
               "NVLink steps and each collective's base latency use NCCL's constants too (core.cost.collective)."),
-    Spec("reserve_frac", "float", 0.1, 0.0, 0.9, label="Memory reserve",
-         help="Share of each GPU kept free for communication buckets, fused-kernel workspaces and allocator "
-              "fragmentation (the CUDA context is covered by reading the GB label as 1e9 bytes)."),
+    Spec("reserve_frac", "float", 0.0, 0.0, 0.9, label="Extra memory reserve",
+         help="Share of each GPU's usable memory held back beyond what the memory model counts. A framework's "
+              "accounting already counts its buffers, workspaces, loss peak and allocator cache against the device "
+              "memory left after the CUDA context (core.frameworks; validated against measured peaks, README "
+              "'Memory'); under the textbook accounting about 0.1 covers what it leaves out."),
     Spec("pcie_bw", "float", 25.0, 0.1, 10000.0, label="Host link bandwidth", unit="GB/s per direction",
          help="Offload traffic per GPU: PCIe 4.0 x16 is 32 GB/s per direction on paper, about 25 in practice."),
     Spec("cpu_adam", "float", 1.0, 0.001, 1000.0, label="CPU optimizer rate", unit="billion parameters/s per GPU",
@@ -276,6 +282,33 @@ TARGET = table(
               "its export reproduces the row exactly. any ranks everything and says which frameworks run each row."),
     Spec("min_headroom", "float", 0.0, 0.0, MAX_HEADROOM_GB, label="Minimum free memory", unit="GB per GPU",
          help="Keep only layouts that leave at least this much of the usable memory free (GB = 1e9 bytes)."),
+    Spec("memory_framework", "choice", "auto", choices=("auto", "textbook", *FRAMEWORK_NAMES),
+         label="Memory counted as",
+         help="Whose bytes a row's memory counts (core.frameworks). auto = the framework the row runs on: the chosen "
+              "one, or under any the first of Megatron-LM, PyTorch, DeepSpeed that runs it. A framework's name counts "
+              "every row as that framework stores it (a fork that runs layouts its capability table does not list); "
+              "textbook = the ZeRO paper's and Korthikanti et al.'s count, without the buffers, loss peak and "
+              "allocator reserve a framework adds."),
+    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16"), label="Gradient buffer precision",
+         help="auto = the framework's own under BF16: Megatron-LM keeps fp32 main gradients (its default; "
+              "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16), "
+              "DeepSpeed's ZeRO keeps them in the model's bf16, FSDP2 reduces them to fp32 shards."),
+    Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
+         help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
+              "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "
+              "bf16): bf16 moments, and the fp32 master kept as the 16-bit remainder beside the bf16 weight "
+              "(Transformer Engine FusedAdam store_param_remainders); elsewhere bf16 moments."),
+    Spec("loss", "choice", "auto", choices=("auto", "upcast", "compiled", "fused"), label="Cross-entropy kernel",
+         help="How the loss meets the logits. auto = the framework's current default: Megatron-LM's vocab-parallel "
+              "cross-entropy on an fp32 copy (its Transformer Engine fusion is disabled at core_v0.19.0), PyTorch's "
+              "compiled with the model when torch.compile is on (torchtitan since April 2025), else upcast. upcast: "
+              "an fp32 copy of the logits and the fp32 log-softmax and its gradients (torchtitan before April 2025, "
+              "Hugging Face); compiled: torch.compile's fused log-softmax; fused: a kernel that writes the gradient "
+              "into the bf16 logits in place (Transformer Engine's, Liger's)."),
+    Spec("compile", "bool", False, label="torch.compile (PyTorch)",
+         help="PyTorch rows run torch.compile on each transformer block (torchtitan --training.compile): the "
+              "compiled block keeps fewer tensors for its backward (core.frameworks.pytorch). No effect on "
+              "Megatron-LM or DeepSpeed rows."),
 )
 
 PLAN = table(
@@ -294,6 +327,7 @@ PLAN = table(
     ZERO["k"],
     *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
     FLASH,
+    DROPOUT,
     *GPU_OVERRIDES.values(),
     *SEARCH.values(),
     *TARGET.values(),
@@ -361,6 +395,7 @@ class PlannerParams:
     tied: bool = PLAN["tied"].default
     parallel: bool = PLAN["parallel"].default
     flash: str = PLAN["flash"].default
+    dropout: str = PLAN["dropout"].default
     gpu_mem: float = PLAN["gpu_mem"].default
     gpu_tflops: float = PLAN["gpu_tflops"].default
     gpu_tflops_fp8: float = PLAN["gpu_tflops_fp8"].default
@@ -386,6 +421,11 @@ class PlannerParams:
     offload: str = PLAN["offload"].default
     framework: str = PLAN["framework"].default
     min_headroom: float = PLAN["min_headroom"].default
+    memory_framework: str = PLAN["memory_framework"].default
+    grad_dtype: str = PLAN["grad_dtype"].default
+    optimizer_dtype: str = PLAN["optimizer_dtype"].default
+    loss: str = PLAN["loss"].default
+    compile: bool = PLAN["compile"].default
     eff: float = PLAN["eff"].default
     mem_eff: float = PLAN["mem_eff"].default
     flash_kernel: str = PLAN["flash_kernel"].default

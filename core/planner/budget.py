@@ -111,8 +111,9 @@ def needs_offload(q: PlannerParams, degrees: np.ndarray, ctx: Context) -> np.nda
     one = replace(q, zero="3", offload="none", schedule="1f1b", recompute="full", sp="on", reshard="on",
                   tp_comm_overlap="off", framework="any", mb_sizes=q.mb_sizes[:1])
     c, _ = grid.grid(one, degrees, ctx.model, ctx.gpus_per_node)
-    st = rank_memory.states(ctx.model, ctx.bpp, c, ctx.fp8, bool(q.ends_in_split))
-    fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"]
+    keys = rank_memory.accounting_keys(q.framework, c, q.memory_framework)
+    st = rank_memory.states(ctx.model, ctx.bpp, c, keys, rank_memory.Options(ctx.fp8, ends_in_split=q.ends_in_split))
+    fixed = st["states_on_gpu_bytes"] + st["zero3_working_bytes"] + st["buffer_bytes"]
     need = np.ones(len(degrees), dtype=bool)  # a layout the memory query did not reach keeps its offload
     need[c.layout] = False
     np.logical_or.at(need, c.layout, fixed > ctx.usable)

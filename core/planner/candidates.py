@@ -5,7 +5,7 @@ evaluate (and, as infeasible rows, those it cannot); core.planner.grid crosses t
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,8 @@ def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str
     """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
     flash = None if q.flash == "auto" else q.flash == "true"
     model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq, flash)
+    if q.dropout != "auto" and (q.dropout == "true") != model.dropout:
+        model = replace(model, dropout=q.dropout == "true")
     gpu = presets.chosen_gpu(q.gpu, {k: getattr(q, k) for k in GPU_KEYS if k != "calibration"}, q.calibration)
     precision = q.precision if q.precision != "auto" else ("bf16" if gpu.bf16 else "fp16")
     if precision in ("bf16", "fp8") and not gpu.bf16:

@@ -13,7 +13,9 @@ from core.cost import step_time
 BREAKDOWN_COLUMNS = step_time.COLUMN
 JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "reshard", "schedule", "v", "tp_comm_overlap",
              "micro_batch_size", "m",
-             "recompute", "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
+             "recompute", "sequence_parallel", "offload", "memory_bytes", "memory_accounting", "allocated_bytes",
+             "reserve_bytes", "outside_bytes", "buffer_bytes", "pool_bytes", "step_moment_bytes",
+             "model_state_bytes", "states_on_gpu_bytes",
              "zero3_working_bytes", "activation_bytes", "worst_stage", "inflight", "inflight_last", "inflight_middle",
              "held_first_stage", "held_last_stage", "usable_bytes", "headroom_bytes", "fits", "bubble_fraction",
              "bubble_vs_ideal", "tf", "tb", "tw", "first_stage_factor",
@@ -25,7 +27,9 @@ JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "reshard", 
 
 COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage",
            "reshard", "tp_comm_overlap", "recompute",
-           "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "states_on_gpu_bytes",
+           "sequence_parallel", "offload", "memory_bytes", "memory_accounting", "allocated_bytes", "reserve_bytes",
+           "outside_bytes", "buffer_bytes", "pool_bytes", "step_moment_bytes", "model_state_bytes",
+           "states_on_gpu_bytes",
            "zero3_working_bytes", "activation_bytes", "worst_stage", "usable_bytes", "headroom_bytes",
            "memory_fraction", "fits", "inflight", "inflight_last", "inflight_middle", "held_first_stage",
            "held_last_stage", "bubble_fraction", "bubble_vs_ideal", "tf", "tb",
@@ -40,7 +44,7 @@ assert set(JSON_KEYS) <= set(COLUMNS) and set(BREAKDOWN_COLUMNS.values()) <= set
 EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node", "reshard",
                                  "tp_comm_overlap"), bool),
                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks",
-                                 "worst_stage", "timing"), object),
+                                 "worst_stage", "timing", "memory_accounting"), object),
                 **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "v", "zero_stage"),
                                 "int64")}
 

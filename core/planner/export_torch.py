@@ -226,6 +226,8 @@ def _constants(layout: Layout) -> list[str]:
         f"MICRO_BATCH, MICROBATCHES = {layout.micro_batch_size}, {layout.grad_accum_steps}  # per data-parallel rank",
         f'ZERO, RECOMPUTE, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", "{layout.offload}"',
         f"DTYPE, LR = torch.{'bfloat16' if layout.half == 'bf16' else 'float16'}, 1e-4",
+        *(["FP8 = True  # torchao's float8 linears (pip install torchao; an FP8 GPU such as the H100)"]
+          if layout.precision == "fp8" else []),
         "TP_RANK = 0  # set in main()",
         "",
     ]
@@ -285,6 +287,10 @@ def _model_lines(layout: Layout, sp: bool) -> list[str]:
         '    with torch.device("meta"):',
         "        parts = [Stage(*bounds(s, n_stages), s == 0, s == n_stages - 1) for s in stages]",
     ]
+    if layout.precision == "fp8":  # before TP and FSDP, as torchtitan converts them; the output layer stays 16-bit
+        out += ["    from torchao.float8 import convert_to_float8_training",
+                "    for part in parts:",
+                '        convert_to_float8_training(part, module_filter_fn=lambda mod, fqn: fqn != "output")']
     if layout.t > 1:
         out += _tp_lines(layout, sp)
     if z >= 2:

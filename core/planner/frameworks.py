@@ -265,15 +265,16 @@ TABLE: dict[str, Framework] = {
                                 "for scaled_dot_product_attention over a 'cp' mesh dimension (experimental API)",
             "expert_parallel": f"{_TORCH} has no expert-parallel API in core PyTorch (torchtitan implements it in "
                                "its own model code)",
-            "fp8": f"{_TORCH}: FP8 training is torchao's convert_to_float8_training, a separate package the script "
-                   "does not use",
+            "fp8": f"{_TORCH} with torchao: float8 linears by torchao.float8.convert_to_float8_training, the output "
+                   "layer left in 16-bit (torchtitan's float8 converter, filter_fqns ['output']); the script converts "
+                   "the model when the row is FP8",
             "moe_blocks": "the exported script builds a dense decoder (attention + MLP blocks); it has no "
                           "mixture-of-experts or latent-attention block",
             "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
                           "forward to backward (torchtitan's default with pipeline parallelism, "
                           "torchtitan/distributed/fsdp.py)",
         },
-        context_parallel=True, switches=("no_reshard",),
+        context_parallel=True, fp8=True, switches=("no_reshard",),
         exclusions=(Exclusion(
             (3,), ("zb-h1", "zb-h2", "zbv"),
             "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "

@@ -69,8 +69,13 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     model, gpu, precision = candidates.resolve(q)
     a = step_time.Assumptions(**q.assumptions())
     bpp = memory.preset(q.optimizer, "mixed", q.k)
-    usable = float(usable_bytes(gpu.mem_gb, 0.0, a.reserve_frac))
+    # a framework's accounting counts the CUDA context and its buffers inside what the device reports; the textbook's
+    # reads the labelled GB as 1e9 bytes, which leaves the difference for them (as the ZeRO page compares them)
+    device = gpu.mem_bytes if q.memory_framework == "textbook" else gpu.capacity_bytes
+    usable = float(usable_bytes(device / GB, 0.0, a.reserve_frac))
     fp8 = precision == "fp8"
+    opts = rank_memory.Options(fp8, a.moe_capacity, a.ends_in_split, a.cp_comm, q.compile, q.grad_dtype,
+                               q.optimizer_dtype, q.loss)
     degrees, notes = candidates.degrees(q, model)
     search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
                                                    fp8), budget)
@@ -80,9 +85,9 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     need = q.min_headroom * GB  # memory the user wants left free
     # The candidates, their batch split, model states, memory gate and placement before simulating: the same under
     # other step-time assumptions (core.planner.plan_cache keeps them for the next plan of this question).
-    c, more, split_ok, mem, gate, last_on_first, static, warned, placed = plan_cache.kept(
+    c, more, split_ok, mem, gate, last_on_first, static, warned, placed, keys = plan_cache.kept(
         plan_cache.key(search.q, search.degrees, search.offload_where),
-        lambda: _structure(search, model, gpu, bpp, fp8, a, usable - need))
+        lambda: _structure(search, model, gpu, bpp, opts, usable - need))
     notes += more
     split = rank_memory.params_per_rank(model, 1, 2, a.ends_in_split)[2]
     if c.size == 0:
@@ -99,7 +104,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     codes = simulation.sim_codes(c, costs)
     order, refused, spent, paid, acts, worst, fits = placed
     paid = set(paid)  # the shapes the placement counted (the kept set is not written to)
-    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
+    held = _Held(model, c, keys, opts, last_on_first)
 
     def bound() -> np.ndarray:  # each fitting candidate's step time without its bubble (no schedule is faster)
         return _times(s, c, costs, np.ones(c.size), mem, fits & gate.rules_ok, last_on_first)["step_time_s"]
@@ -113,7 +118,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     simulation.trim_compiled()
     acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
     order = {k: np.where(gate.want, order[k], more[k]) for k in order}
-    total = mem.fixed + acts
+    dev = mem.device(keys, acts)
+    total = dev["total"]
     # Every candidate that only memory rules out gets the terms that need no simulator (what it would cost if it
     # fit); the bubble only where simulated. Rows another rule rules out (no framework, TP across servers, a cp /
     # ep rule) are not layouts anyone runs: timing them cost a 100,000-candidate re-plan a third of its time.
@@ -123,8 +129,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                     gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
                     split_ok.crosses, split_ok.too_deep, gate.rules)
     reasons, counts, groups = checks.reasons(c, model, gpu, static)
-    frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (total, acts, worst, usable, gpu.mem_bytes),
-                            (reasons, counts == 0, warned, groups), split_ok.crosses), c.size, outside, counts)
+    frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (dev, acts, worst, usable, gpu.capacity_bytes),
+                            (reasons, counts == 0, warned, groups), split_ok.crosses, keys), c.size, outside, counts)
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
                      "are not simulated (see their reasons). Pin t, p or the micro-batch size to narrow the search.")
@@ -132,18 +138,19 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                       spent)
 
 
-def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, room: float) -> tuple:
+def _structure(search, model, gpu, bpp, opts: rank_memory.Options, room: float) -> tuple:
     """(candidates with their batch split, the grid's notes, the split's masks, model states, the memory gate,
     whether each candidate's last stage sits on its first device, the checks and warnings that need nothing else,
     and the placement before simulating: micro-batches in flight, refusals, budget spent, activations, which fit):
     what no other step-time assumption changes."""
     c, more = grid.grid(search.q, search.degrees, model, gpu.gpus_per_node, search.offload_where)
     if c.size == 0:
-        return c, more, None, None, None, None, None, None, None
+        return c, more, None, None, None, None, None, None, None, None
     c, split_ok = _batch_split(search.q, c, model, gpu)
     last_on_first = simulation.last_on_first(c)
-    mem = _states(model, bpp, c, fp8, a.ends_in_split, last_on_first)
-    gate = _gate(model, c, mem, split_ok, room, fp8, a)
+    keys = rank_memory.accounting_keys(search.q.framework, c, search.q.memory_framework)
+    mem = _states(model, bpp, c, keys, opts, last_on_first)
+    gate = _gate(model, c, mem, split_ok, room, opts, keys)
     static = static_checks(c, model, gpu, search.q.batch, split_ok, gate.rules)
     # Memory before simulating (core.planner.simulation.place_all): the micro-batches in flight are the schedule's
     # order alone (schedule, p, m, v), so the placement, its share of the simulation budget and the activations
@@ -151,10 +158,10 @@ def _structure(search, model, gpu, bpp, fp8: bool, a: step_time.Assumptions, roo
     shapes = np.stack([c.schedule, c.p, c.m, c.chunks], axis=1).astype(np.int64)
     paid: set = set()
     order, refused, spent = simulation.place_all(c, shapes, gate.want, paid=paid)
-    held = _Held(model, c, fp8, a.moe_capacity, last_on_first, a.ends_in_split, a.cp_comm)
+    held = _Held(model, c, keys, opts, last_on_first)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
-    placed = (order, refused, spent, frozenset(paid), acts, worst, mem.fixed + acts <= room)
-    return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model), placed
+    placed = (order, refused, spent, frozenset(paid), acts, worst, mem.device(keys, acts)["total"] <= room)
+    return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model), placed, keys
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,16 +186,13 @@ class _Held:
 
     model: object
     c: grid.Candidates
-    fp8: bool
-    capacity: float
+    keys: np.ndarray  # each candidate's accounting (core.planner.rank_memory.accounting_keys)
+    opts: rank_memory.Options
     last_on_first: np.ndarray
-    ends_in_split: bool
-    cp_comm: str
 
     def of(self, order: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, fullest device) where `rows` (NaN / None elsewhere): core.planner.rank_memory.activations."""
-        return rank_memory.activations(self.model, self.c, order, self.last_on_first, rows, self.fp8, self.capacity,
-                                       self.ends_in_split, self.cp_comm)
+        return rank_memory.activations(self.model, self.c, order, self.last_on_first, rows, self.keys, self.opts)
 
     @staticmethod
     def merged(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -210,12 +214,12 @@ class _Gate:
     rules_ok: np.ndarray  # every rule but memory passes: the rows whose non-simulated terms are worth computing
 
 
-def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float, fp8: bool,
-          a: step_time.Assumptions) -> _Gate:
+def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float, opts: rank_memory.Options,
+          keys: np.ndarray) -> _Gate:
     one, n = np.ones(c.size), c.size
     ones = dict.fromkeys(simulation.ORDER_FIELDS, one)  # one micro-batch in flight everywhere: a lower bound
-    floor = mem.fixed + rank_memory.activations(model, c, ones, np.zeros(n, dtype=bool), split_ok.sized, fp8,
-                                                a.moe_capacity, a.ends_in_split, a.cp_comm)[0]
+    acts = rank_memory.activations(model, c, ones, np.zeros(n, dtype=bool), split_ok.sized, keys, opts)[0]
+    floor = mem.device(keys, acts)["total"]
     hopeless = split_ok.sized & (floor > room)
     rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
     broken = np.zeros(n, dtype=bool)
@@ -248,12 +252,21 @@ class _Memory:
 
     @property
     def fixed(self) -> np.ndarray:
-        return self.states["states_on_gpu_bytes"] + self.states["zero3_working_bytes"]
+        """What the activation peak holds beside the activations: model states, ZeRO-3's gathers, buffers."""
+        return self.states["states_on_gpu_bytes"] + self.states["zero3_working_bytes"] + self.states["buffer_bytes"]
+
+    def device(self, keys: np.ndarray, acts: np.ndarray) -> dict[str, np.ndarray]:
+        """Bytes on the device with these activations: the peak's tensors (allocated, the larger of the activation
+        peak and the optimizer step), the allocator's reserve, what sits outside it, and their sum (total)."""
+        peak = self.fixed + acts
+        dev = rank_memory.device(keys, peak, self.states)
+        allocated = peak + dev["step"]
+        return {**dev, "allocated": allocated, "total": allocated + dev["reserve"] + dev["outside"]}
 
 
-def _states(model, bpp, c: grid.Candidates, fp8: bool, ends_in_split: bool = False,
+def _states(model, bpp, c: grid.Candidates, keys: np.ndarray, opts: rank_memory.Options,
             last_on_first: np.ndarray | bool = False) -> _Memory:
-    st = rank_memory.states(model, bpp, c, fp8, ends_in_split, last_on_first)  # dense and experts: core.memory.per_gpu
+    st = rank_memory.states(model, bpp, c, keys, opts, last_on_first)  # core.memory.per_gpu
     return _Memory(st, st)
 
 
@@ -282,9 +295,10 @@ def _times(s: Setting, c: grid.Candidates, costs, makespan: np.ndarray, mem: _Me
 
 
 def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, memory_of: tuple, verdict: tuple,
-             crosses: np.ndarray) -> dict:
+             crosses: np.ndarray, keys: np.ndarray) -> dict:
     """The frame's columns (core.planner.columns.COLUMNS) for every candidate."""
-    total, acts, worst, usable, gpu_bytes = memory_of
+    dev, acts, worst, usable, gpu_bytes = memory_of
+    total = dev["total"]
     reasons, feasible, warned, groups = verdict
     st = mem.states
     first_factor, last_factor = costs.factors(c.chunks)
@@ -295,7 +309,11 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
         "reshard": c.reshard.astype(bool), "tp_comm_overlap": c.tp_comm_overlap.astype(bool),
         "recompute": _names(RECOMPUTE_MODES, c.recompute), "sequence_parallel": c.sp,
         "offload": _names(grid.OFFLOAD_MODES, c.offload),
-        "memory_bytes": total, "model_state_bytes": st["model_state_bytes"],
+        "memory_bytes": total, "allocated_bytes": dev["allocated"], "reserve_bytes": dev["reserve"],
+        "outside_bytes": dev["outside"], "buffer_bytes": st["buffer_bytes"], "pool_bytes": st["pool_bytes"],
+        "step_moment_bytes": st["step_bytes"],
+        "memory_accounting": keys,
+        "model_state_bytes": st["model_state_bytes"],
         "states_on_gpu_bytes": st["states_on_gpu_bytes"], "zero3_working_bytes": st["zero3_working_bytes"],
         "activation_bytes": acts, "worst_stage": worst, "usable_bytes": usable, "headroom_bytes": usable - total,
         "memory_fraction": total / gpu_bytes, "fits": total <= usable, "inflight": sims["inflight"],

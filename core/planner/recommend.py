@@ -14,7 +14,7 @@ import pandas as pd
 
 from core.cost import flops
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
-from core.planner import accuracy
+from core.planner import accuracy, memory_accuracy
 from core.planner.result import PlanResult
 from core.units import GB
 
@@ -112,16 +112,28 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
         f"Step time {step:,.2f} s, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} %, HFU "
         f"{100 * best['hfu']:.1f} % ({best['tflops_per_gpu']:,.0f} TFLOP/s per GPU counting recompute; "
         f"{flops.utilization_words(result.precision)}).",
-        f"Memory per GPU {best['memory_bytes'] / GB:,.1f} GB of {result.usable / GB:,.1f} GB usable: model states "
+        f"Memory per GPU {best['memory_bytes'] / GB:,.1f} GB of {result.usable / GB:,.1f} GB usable, counted as "
+        f"{best['memory_accounting']} stores it: model states "
         f"{best['states_on_gpu_bytes'] / GB:,.1f} GB, activations {best['activation_bytes'] / GB:,.1f} GB"
         + (f", ZeRO-3 gathered layers {best['zero3_working_bytes'] / GB:,.1f} GB"
-           if best["zero3_working_bytes"] > 0 else "") + f"; headroom {best['headroom_bytes'] / GB:,.1f} GB.",
+           if best["zero3_working_bytes"] > 0 else "") + _framework_part(best)
+        + f"; headroom {best['headroom_bytes'] / GB:,.1f} GB.",
         f"{len(result.feasible):,} of {len(result.frame):,} candidates are feasible; this is the fastest"
         + (", with the most memory headroom among equally fast ones." if len(result.feasible) > 1 else "."),
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
                           assumptions, result.notes, _roomier(result, best), unusual(result, best),
-                          accuracy.load().words() + _pace(result, best))
+                          accuracy.load().words() + memory_accuracy.load().words(str(best["memory_accounting"]))
+                          + _pace(result, best))
+
+
+def _framework_part(best: pd.Series) -> str:
+    """What the framework adds beyond states and activations (buffers, step, allocator reserve, context), in GB."""
+    extra = best["memory_bytes"] - best["states_on_gpu_bytes"] - best["activation_bytes"] - best["zero3_working_bytes"]
+    if best["memory_accounting"] == "textbook" or extra <= 0:
+        return ""
+    return (f", the framework's buffers, optimizer-step excess, allocator reserve and CUDA context "
+            f"{extra / GB:,.1f} GB")
 
 
 def _pace(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
@@ -264,15 +276,22 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
         _zero2_note(result),
         "ZeRO-3 also holds the gathered 16-bit parameters of one transformer layer plus the prefetched next one and "
         "one layer's gradients (core.memory.fsdp, wrap per block).",
-        "Activations: Korthikanti et al. per layer, times the micro-batches in flight that the simulator measures "
+        "Activations: the tensors the row's framework keeps for backward, layer by layer (core.frameworks; the "
+        "textbook accounting is Korthikanti et al.'s), times the micro-batches in flight that the simulator measures "
         "on each end stage: the first stage with its own count and the embedding, the last with its own count, the "
-        "output layer's inputs and the fp32 logits; the worse of the two is reported.",
+        "output layer's inputs and the loss's logits; the worse of the two is reported.",
+        "Memory counted as (column memory_accounting): a framework's accounting adds its gradient buffers, "
+        "communication buckets, workspaces, the loss's peak and the caching allocator's reserve share fitted on "
+        "measured peaks (README 'Memory'); the textbook accounting adds none of them.",
         f"Step time: every operation of a layer timed on the {result.gpu.name} (GEMMs by roofline and inner-dimension "
         "efficiency, memory-bound kernels at HBM bandwidth, tensor-parallel collectives as Megatron-LM issues them; "
         "core.cost.layer_ops); the pipeline simulated with those forward / backward / weight-gradient times and the "
         "first and last stage's extra work (embedding; output layer and loss) as stage cost factors.",
-        f"GB = 1e9 bytes; the usable memory is {100 * (1 - a.reserve_frac):g} % of the GPU's "
-        f"{result.gpu.mem_gb:g} GB.",
+        f"GB = 1e9 bytes; the usable memory is the memory the {result.gpu.name} reports to PyTorch "
+        f"({result.gpu.capacity_bytes / GB:.1f} GB"
+        f"{'; ' + result.gpu.device_source if result.gpu.device_source else ''})"
+        f" less the extra reserve {100 * a.reserve_frac:g} %; a framework's accounting counts the CUDA context and "
+        "NCCL's buffers inside it.",
         NVME_OUT_OF_SCOPE,
         *NOT_MODELLED,
     ]
