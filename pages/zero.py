@@ -65,15 +65,18 @@ def inputs(v: dict, shape) -> None:
     if v["gpu"] == "custom":
         v["gpu_mem"] = spec_input(ZERO["gpu_mem"], container=row[1])
     else:
-        row[1].metric("GPU memory", f"{zv.preset_gpu(v['gpu'])['gpu_mem']:g} GB", help="From the GPU preset.")
+        gpu = zv.preset_gpu(v["gpu"])
+        row[1].metric("GPU memory", f"{gpu['gpu_mem']:g} GB",
+                      help=f"From the GPU preset; the device reports {gpu['device_mem']:,.2f} GB to PyTorch, which a "
+                           "framework's accounting is compared with.")
     v["unit"] = spec_input(zp.PAGE["unit"], container=row[2], widget="radio", horizontal=True)
     v["act"] = spec_input(zp.PAGE["act"])  # a row of its own: its label says what it adds
 
     custom = v["model"] == "custom"
     with st.expander("Optimizer, precision, the t x p split and experts"):
         experts = ("expert_params", "ep", "etp") if custom else ("ep", "etp")
-        grid(v, ZERO, ("optimizer", "precision", "k", "t", "p", "split", "embedding", "ends_in_split",
-                            *experts), 3)
+        grid(v, ZERO, ("accounting", "optimizer", "precision", "k", "grad_dtype", "optimizer_dtype", "t", "p",
+                       "split", "embedding", "ends_in_split", *experts), 3)
     with st.expander("Offload, reserve and cluster"):
         keys = ["offload", "reserve", "reserve_frac", "gpus", "largest_layer", "nvme_tb", "nvme_bw", "reshard"]
         grid(v, ZERO, keys + (["gpus_per_node", "bw"] if v["gpu"] == "custom" else []), 3)
@@ -115,8 +118,10 @@ def main_view(q, view, unit: str, model: str) -> None:
     right.plotly_chart(fz.memory_vs_nd(view.curve, view.limits, unit, q.nd, view.gpu_bytes), key="zero_curve")
     frame = fz.stage_table(view.bars, view.report.stages, unit)
     st.dataframe(frame, hide_index=True, column_config=fz.number_format(frame))
-    st.caption("Model states follow the ZeRO paper (Rajbhandari et al. 2019). 'smallest N_d that fits' counts "
-               "the activations and gathered layers too when they are on; offloaded stages are not sized by N_d.")
+    st.caption(("Model states follow the ZeRO paper (Rajbhandari et al. 2019). " if q.accounting == "textbook" else
+                f"Counted as {q.accounting} stores them (core.frameworks), compared with the device's memory. ")
+               + "'smallest N_d that fits' counts the activations and gathered layers too when they are on; "
+               "offloaded stages are not sized by N_d.")
 
 
 @st.fragment

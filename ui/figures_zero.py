@@ -20,11 +20,12 @@ from ui.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
 COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",
-          "gathered": "#56B4E9", "activations": "#D55E00", "gpu": "#333333", "usable": "#777777"}
+          "gathered": "#56B4E9", "activations": "#D55E00", "framework": "#999999", "gpu": "#333333",
+          "usable": "#777777"}
 STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
 PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
          ("working", "streamed layer (offloaded params)"), ("gathered", "ZeRO-3 gathered layers"),
-         ("activations", "activations"))
+         ("activations", "activations"), ("framework", "framework buffers, allocator reserve, CUDA context"))
 EXPERT_PARTS = (("expert_params", "params", "expert parameters"), ("expert_grads", "grads", "expert gradients"),
                 ("expert_optimizer", "optimizer", "expert optimizer state"))  # hatched, in their dense colour
 UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
@@ -197,7 +198,8 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
             "params [bytes]": b.params, "grads [bytes]": b.grads,
             "optimizer [bytes]": b.optimizer, "expert states [bytes]": b.expert_params + b.expert_grads
             + b.expert_optimizer, "streamed layer [bytes]": b.working, "ZeRO-3 gathered [bytes]": b.gathered,
-            "activations [bytes]": b.activations, "total on GPU [bytes]": b.total,
+            "activations [bytes]": b.activations, "framework and allocator [bytes]": b.framework,
+            "total on GPU [bytes]": b.total,
             "CPU per node [bytes]": b.cpu_per_node, "NVMe per node [bytes]": b.nvme_per_node,
             "NVMe time per step [s]": r["nvme_seconds"], "headroom [bytes]": b.headroom,
             "fits": "yes" if b.fits else "no",
@@ -209,7 +211,7 @@ def stage_table(bars, stages: dict, unit: str) -> pd.DataFrame:
              if any("deepspeed_gpu" in x for x in stages.values()) else {}))
     frame = pd.DataFrame(rows)
     unused = [c for c in ("expert states [bytes]", "streamed layer [bytes]", "ZeRO-3 gathered [bytes]",
-                          "activations [bytes]",
+                          "activations [bytes]", "framework and allocator [bytes]",
                           "CPU per node [bytes]",
                           "NVMe per node [bytes]", "NVMe time per step [s]") if not frame[c].any()]
     return units.frame_in(frame.drop(columns=unused), unit)

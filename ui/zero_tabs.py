@@ -18,8 +18,10 @@ from ui.tables import plural
 def summary_caption(q, view, model: str) -> str:
     rep, bpp = view.report, view.report.bytes_per_param
     text = (f"Psi = {q.params:,} parameters; t = {q.t}, p = {q.p} ({q.split} split) leaves {rep.psi_rank:,.0f} per "
-            f"GPU before ZeRO. Bytes per parameter ({bpp.label}{', FP8 GEMMs' if q.precision == 'fp8' else ''}): "
-            f"parameters {rep.dense_kw['param_bytes']:.3g}, gradients {bpp.grad_bytes:g}, optimizer K = {bpp.k:g}. "
+            f"GPU before ZeRO. Bytes per parameter ({bpp.label}{', FP8 GEMMs' if q.precision == 'fp8' else ''}"
+            f"{'' if q.accounting == 'textbook' else ', as ' + q.accounting + ' stores them'}): "
+            f"parameters {rep.dense_kw['param_bytes']:.3g}, gradients {rep.dense_kw['grad_bytes']:g}, optimizer "
+            f"K = {rep.dense_kw['k']:g}. "
             f"Offload: {q.offload}. Usable per GPU: {fz.both_units(rep.usable)}. GB = 1e9 bytes, GiB = 2^30 bytes.")
     a = view.act
     if a:
@@ -27,6 +29,10 @@ def summary_caption(q, view, model: str) -> str:
                  f"last {a.inflight_last:g} "
                  f"(simulated for {a.schedule} with p = {a.p}, m = {a.m}); {fz.both_units(a.peak)} at the peak, on "
                  f"the {a.worst} stage. ZeRO-3 also holds its gathered layers.")
+        if q.accounting != "textbook":
+            text += (" The grey part is what the framework adds: its buffers and workspaces, the optimizer step's "
+                     "excess over the activation peak, the caching allocator's reserve (fitted on measured peaks) and "
+                     "the CUDA context with NCCL's buffers.")
     return text
 
 

@@ -57,19 +57,21 @@ def run(args: argparse.Namespace) -> int:
 def _per_gpu(view) -> dict:
     """Each stage's bytes per GPU as the page draws them with activations and working buffers on."""
     parts = ("params", "grads", "optimizer", "expert_params", "expert_grads", "expert_optimizer", "working",
-             "gathered", "activations", "total", "headroom", "fits")
+             "gathered", "activations", "framework", "total", "headroom", "fits")
     return {b.key: {k: getattr(b, k) for k in parts} for b in view.bars}
 
 
 def _with_activations(view) -> str:
     a = view.act
-    rows = [[memory.stage_title(i), _gb(b.total - b.activations - b.gathered), _gb(b.gathered), _gb(b.activations),
-             _gb(b.total), "yes" if b.fits else "no"] for i, b in enumerate(view.bars)]
+    rows = [[memory.stage_title(i), _gb(b.total - b.activations - b.gathered - b.framework), _gb(b.gathered),
+             _gb(b.activations), _gb(b.framework), _gb(b.total), "yes" if b.fits else "no"]
+            for i, b in enumerate(view.bars)]
     return ("\n\nWith activations and working buffers (as the ZeRO page and the planner count them): "
             f"{a.schedule}, p = {a.p}, m = {a.m}; the first stage holds {a.inflight:g} "
             f"micro-batch{'' if a.inflight == 1 else 'es'}, the last {a.inflight_last:g}; peak on the {a.worst} "
             "stage.\n"
-            + render(["stage", "states GB", "ZeRO-3 gathered GB", "activations GB", "per GPU GB", "fits"], rows))
+            + render(["stage", "states GB", "ZeRO-3 gathered GB", "activations GB", "framework GB", "per GPU GB",
+                      "fits"], rows))
 
 
 def _print_presets(as_json: bool) -> int:

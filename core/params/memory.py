@@ -31,6 +31,8 @@ STAGE_CHOICES = ("all", "0", "1", "2", "3")
 RECOMPUTE_MODES = ("none", "selective", "full")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
+ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
+LOSS_KERNELS = ("auto", "upcast", "compiled", "fused")  # core.frameworks.loss
 
 ZERO = table(
     Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
@@ -62,6 +64,10 @@ ZERO = table(
               "shards and optimizer state on the node's NVMe drives (nvme; gradients stay in CPU memory)."),
     Spec("gpu_mem", "float", 80.0, 0.001, MAX_GPU_MEM_GB, label="GPU memory", unit="GB (1e9 bytes)",
          help="Memory of one GPU, in GB = 1e9 bytes (an '80 GB' A100 holds 80e9 bytes as sold)."),
+    Spec("device_mem", "float", 0.0, 0.0, MAX_GPU_MEM_GB, label="Device memory", unit="GB (1e9 bytes)",
+         help="What the GPU reports to PyTorch (torch.cuda.get_device_properties().total_memory: an 'H100 80GB' "
+              "reports 79.18 GiB = 85.0 GB); a named GPU sets it. A framework's accounting is compared with it, the "
+              "textbook's with the GPU memory above; 0 = the GPU memory above."),
     Spec("reserve", "float", 0.0, 0.0, MAX_GPU_MEM_GB, label="Reserve", unit="GB (1e9 bytes)",
          help="Memory kept free for communication buffers, the CUDA context and fragmentation."),
     Spec("reserve_frac", "float", 0.0, 0.0, 0.9, label="Reserve fraction",
@@ -103,6 +109,18 @@ ZERO = table(
               "the layers split evenly and the ends carry the embedding and output layer on top (the default). "
               "Memory: with the embedding-on-ends split, whole layers per stage (core.model.stage_split), a "
               "middle device may then hold the most."),
+    Spec("accounting", "choice", "textbook", choices=ACCOUNTING_NAMES, label="Counted as",
+         help="Whose bytes (core.frameworks): textbook = the ZeRO paper (2 + 2 + K bytes per parameter) and "
+              "Korthikanti et al.'s activations, nothing else; megatron, deepspeed, torch = what that framework's code "
+              "stores and keeps (Megatron-LM's fp32 gradient buffer, DeepSpeed's buckets, FSDP2's fp32 shards), its "
+              "loss, workspaces, the caching allocator's reserve and the CUDA context, as the planner counts its "
+              "rows."),
+    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16"), label="Gradient buffer precision",
+         help="auto = the framework's own (Megatron-LM fp32 main gradients, DeepSpeed bf16, FSDP2 fp32 shards); "
+              "no effect in the textbook accounting."),
+    Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
+         help="bf16: Megatron-LM's precision-aware optimizer (bf16 moments, the master weights as 16-bit remainders); "
+              "no effect in the textbook accounting."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
@@ -125,6 +143,13 @@ ACTIVATIONS = table(
     Spec("flash", "bool", False, label="Flash attention",
          help="Fused attention kernels (FlashAttention, cuDNN, SDPA) keep no a s^2 scores: 34 s b h + 5 a s^2 b -> "
               "34 s b h per layer, as selective recomputation gives."),
+    Spec("compile", "bool", False, label="torch.compile (PyTorch)",
+         help="The PyTorch accounting's blocks compiled (torchtitan --training.compile): the compiled block keeps "
+              "fewer tensors, and the loss is compiled with it unless the loss kernel says otherwise."),
+    Spec("loss", "choice", "auto", choices=LOSS_KERNELS, label="Cross-entropy kernel",
+         help="auto = the framework's default; upcast: an fp32 copy of the logits and fp32 log-softmax; compiled: "
+              "torch.compile's fused loss; fused: the gradient written into the bf16 logits in place (Transformer "
+              "Engine, Liger). The textbook counts the fp32 logits only."),
     Spec("fp8", "bool", False, label="FP8 activations",
          help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
               "34 -> 27 s b h per layer."),
@@ -195,6 +220,7 @@ class ZeroParams:
     gpu_mem: float = ZERO["gpu_mem"].default
     reserve: float = ZERO["reserve"].default
     reserve_frac: float = ZERO["reserve_frac"].default
+    device_mem: float = ZERO["device_mem"].default
     gpus: int = ZERO["gpus"].default
     gpus_per_node: int = ZERO["gpus_per_node"].default
     bw: float = ZERO["bw"].default
@@ -206,8 +232,18 @@ class ZeroParams:
     etp: int = ZERO["etp"].default
     reshard: bool = ZERO["reshard"].default
     ends_in_split: bool = ZERO["ends_in_split"].default
+    accounting: str = ZERO["accounting"].default
+    grad_dtype: str = ZERO["grad_dtype"].default
+    optimizer_dtype: str = ZERO["optimizer_dtype"].default
     deepspeed: bool = ZERO["deepspeed"].default
     deepspeed_zero2: str = ZERO["deepspeed_zero2"].default
+
+    @property
+    def compared_gb(self) -> float:
+        """The GPU memory the bytes are compared with: the device's as PyTorch sees it under a framework's
+        accounting (which counts the CUDA context, buffers and allocator reserve inside it), the labelled memory
+        under the textbook's."""
+        return self.device_mem if self.accounting != "textbook" and self.device_mem else self.gpu_mem
 
     def __post_init__(self) -> None:
         _check_optional(self, ZERO)

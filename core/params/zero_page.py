@@ -55,6 +55,7 @@ CUSTOM = table(
     MODEL["head_dim"],
     _paper_default(ACTIVATIONS["layers"], "layers"),
     _paper_default(MODEL["ffn"], "ffn"),
+    MODEL["mlp"],
     _paper_default(ACTIVATIONS["vocab"], "vocab"),
     _paper_default(MODEL["tied"], "tied"),
     ACTIVATIONS["flash"],
@@ -71,7 +72,7 @@ SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s",
                 "trains it at that length, as the planner's `seq` does.")
 CUSTOM_SEQ = _paper_model()["seq"]
 ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")), SEQ,
-            PLAN["moe_capacity"], PLAN["cp_comm"])
+            PLAN["moe_capacity"], PLAN["cp_comm"], ACTIVATIONS["compile"], ACTIVATIONS["loss"])
 WRAP = table(FSDP["min_params"], FSDP["prefetch"])
 DEMO = table(
     replace(EQUIVALENCE["ranks"], hi=16),

@@ -24,9 +24,10 @@ import pandas as pd
 
 from core.cost.step_time import COLUMN, LABELS
 from core.errors import InputError
+from core.frameworks import PREFERENCE
 from core.memory.per_gpu import ModelMemory
 from core.params.pipeline import PIPELINE
-from core.params.planner import GPU_KEYS, PlannerParams
+from core.params.planner import GPU_KEYS, PLAN, PlannerParams
 from core.pipeline.schedules import REGISTRY
 from core.planner import plan as planner
 from core.planner import result as plan_result
@@ -49,7 +50,8 @@ KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "sche
         "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf",
         "tb", "tw",
         "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
-        "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard")
+        "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard", "memory_accounting",
+        "allocated_bytes", "reserve_bytes", "outside_bytes")
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,13 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
                             "embedding": round(embedding_params(m)), "reserve_frac": q.reserve_frac,
                             "act": True, "optimizer": q.optimizer, "k": q.k, "moe_capacity": q.moe_capacity,
                             "precision": "fp8" if result.precision == "fp8" else "mixed"}
+    # whose bytes: a row's own accounting replaces this (core.views.planner.zero_params); rows ruled out before their
+    # memory was counted keep the plan's
+    base["accounting"] = q.memory_framework if q.memory_framework != "auto" else (
+        q.framework if q.framework != "any" else PREFERENCE[0])
+    for key in ("grad_dtype", "optimizer_dtype", "loss", "compile"):  # the framework's switches the plan counted
+        if getattr(q, key) != PLAN[key].default:
+            base[key] = getattr(q, key)
     if result.assumptions.ends_in_split:  # the stages' whole layers, as the plan placed them
         base["ends_in_split"] = True
     if result.assumptions.cp_comm != "p2p":  # the whole sequence's K/V gathered: its buffers
@@ -189,7 +198,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
     if q.model == "custom":
         mem = ModelMemory.of(m)
         base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
-                 "layers": m.layers, "ffn": m.ffn, "vocab": m.vocab, "tied": m.tied, "flash": m.flash_attention,
+                 "layers": m.layers, "ffn": m.ffn, "mlp": m.mlp, "vocab": m.vocab, "tied": m.tied,
+                 "flash": m.flash_attention,
                  "block_params": round(mem.layer_params), "largest_layer": round(mem.largest_module), "seq": m.seq}
         if m.decoupled_heads:
             base["head_dim"] = m.head_dim
@@ -216,4 +226,5 @@ def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
                    "p": int(row["p"]), "offload": row["offload"], "mb": int(row["micro_batch_size"]),
                    "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
                    "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"]),
-                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True))}
+                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True))} | (
+        {"accounting": row["memory_accounting"]} if isinstance(row.get("memory_accounting"), str) else {})

@@ -29,6 +29,7 @@ from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import PipelineParams, simulate
 from core.pipeline.timeline import end_counts
+from core.units import GB
 from core.views.zero_report import (
     ActInputs,
     Shape,
@@ -86,7 +87,8 @@ def preset_moe_note(key: str) -> str:
 def preset_gpu(key: str) -> dict:
     g = presets.gpu(key)
     return {"gpu_mem": ZERO["gpu_mem"].parse(g.mem_gb), "gpus_per_node": ZERO["gpus_per_node"].parse(g.gpus_per_node),
-            "bw": ZERO["bw"].parse(g.inter_gbs)}
+            "bw": ZERO["bw"].parse(g.inter_gbs),
+            "device_mem": ZERO["device_mem"].parse(round(g.capacity_bytes / GB, 4))}
 
 
 def from_inputs(v: Mapping[str, Any]) -> tuple[ZeroParams, Shape, ActInputs | None]:
@@ -151,6 +153,7 @@ class StageBar:
     expert_grads: float = 0.0
     expert_optimizer: float = 0.0
     gathered: float = 0.0  # ZeRO-3's gathered layers and experts (with the activations and working buffers)
+    framework: float = 0.0  # a framework's buffers, step excess, allocator reserve and process overhead (with them)
 
 
 @dataclass(frozen=True)
@@ -293,18 +296,22 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
     bars = tuple(_bar(q, rep, got, s, info is not None) for s in range(4))
     nds = sorted({*TABLE1_ND, q.nd})
     return ZeroView(
-        report=rep, bars=bars, limits=memory.max_reduction(**kw), curve=_curve(rep, q, kw),
+        report=rep, bars=bars, limits=memory.max_reduction(**kw),
+        curve=_curve(rep, q, kw if q.accounting == "textbook" else rep.dense_kw),
         table1=memory.table1(rep.psi_rank, nds, **kw),
         comm=comm.zero_comm_table(rep.psi_rank, q.nd, q.bw, rep.bytes_per_param.param_bytes),
-        act=info, notes=tuple(notes), gpu_bytes=float(fit.usable_bytes(q.gpu_mem)),
+        act=info, notes=tuple(notes), gpu_bytes=float(fit.usable_bytes(q.compared_gb)),
         units_note=comm.volume_units_note(rep.bytes_per_param.param_bytes),
     )
 
 
 def _bar(q: ZeroParams, rep: ZeroReport, got: per_gpu.GpuMemory, s: int, everything: bool) -> StageBar:
-    """One stage's bar: per_gpu's parts on the GPU; with `everything`, its activations and gathered layers too."""
+    """One stage's bar: per_gpu's parts on the GPU; with `everything`, its activations and gathered layers too, and
+    in a framework's accounting what the framework adds (buffers, the optimizer step's excess, the allocator's
+    reserve, the CUDA context and NCCL): the device's total."""
     mode = stage_modes(q)[s]
-    extra = float(got.activations[s] + got.gathered[s]) if everything else 0.0
+    framework = float(got.total[s] - got.allocated[s] + got.buffers[s] + got.step[s]) if everything else 0.0
+    extra = float(got.activations[s] + got.gathered[s]) + framework if everything else 0.0
     total = float(got.states_on_gpu[s] + got.working[s]) + extra
     need = float("nan") if mode != "none" else smallest_nd(q, rep.psi_rank, rep.expert_rank, s, rep.usable,
                                                            rep.dense_kw, extra)
@@ -313,7 +320,7 @@ def _bar(q: ZeroParams, rep: ZeroReport, got: per_gpu.GpuMemory, s: int, everyth
                     float(got.activations[s]) if everything else 0.0, float(got.cpu[s]) * q.gpus_per_node, total,
                     bool(total <= rep.usable), need, rep.usable - total, float(got.nvme[s]) * q.gpus_per_node,
                     stage_title(s), float(got.expert_params[s]), float(got.expert_grads[s]),
-                    float(got.expert_optimizer[s]), float(got.gathered[s]) if everything else 0.0)
+                    float(got.expert_optimizer[s]), float(got.gathered[s]) if everything else 0.0, framework)
 
 
 def _curve(rep: ZeroReport, q: ZeroParams, kw: dict) -> pd.DataFrame:

@@ -42,6 +42,7 @@ class Shape:
     kv_heads: int = zero_page.CUSTOM["kv_heads"].default
     head_dim: int = zero_page.CUSTOM["head_dim"].default  # 0 = hidden / heads
     ffn: int = zero_page.CUSTOM["ffn"].default
+    mlp: str = zero_page.CUSTOM["mlp"].default
     tied: bool = zero_page.CUSTOM["tied"].default
     flash: bool = zero_page.CUSTOM["flash"].default
     experts: int = 0  # the custom model's MoE shape (zero_page.MOE), used when expert_params > 0
@@ -59,7 +60,7 @@ def preset_shape(key: str, seq: int = 0) -> Shape:
     m = presets.model(key)
     return Shape(hidden=m.hidden, heads=m.heads, layers=m.layers, seq=seq or m.seq, vocab=m.vocab,
                  block_params=counts.largest_layer_params(m), kv_heads=m.kv_heads, ffn=m.ffn, tied=m.tied,
-                 flash=m.flash_attention, model=key, head_dim=m.head_dim if m.decoupled_heads else 0)
+                 flash=m.flash_attention, model=key, head_dim=m.head_dim if m.decoupled_heads else 0, mlp=m.mlp)
 
 
 def custom_shape(values) -> Shape:
@@ -81,6 +82,8 @@ class ActInputs:
     seq: int = 0  # 0: the model's own (the shape's)
     moe_capacity: float = 1.0
     cp_comm: str = "p2p"  # the K/V exchange of context parallelism (its transient buffers)
+    compile: bool = False  # torch.compile on the blocks (the PyTorch accounting)
+    loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
@@ -107,7 +110,14 @@ def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
         layer_params=float(shape.block_params), largest_module=float(q.largest_layer),
         flash_attention=shape.flash, gemm_share=share, expert_params=float(q.expert_params), moe=moe,
         moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim,
-        mtp_layers=shape.mtp_layers, mtp_dense=float(shape.mtp_params) if shape.mtp_layers else 0.0)
+        mtp_layers=shape.mtp_layers, mtp_dense=float(shape.mtp_params) if shape.mtp_layers else 0.0,
+        mlp=shape.mlp, **_block_style(shape.mlp))
+
+
+def _block_style(mlp: str) -> dict:
+    """The custom model's norm, dropout and positions as the planner's custom model has them (core.model.presets)."""
+    f = presets.custom_family(mlp)
+    return {"norm": f["norm"], "dropout": f["dropout"], "rope": f["position"] == "rope"}
 
 
 def bytes_per_param(q: ZeroParams) -> memory.BytesPerParam:
@@ -133,8 +143,10 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
                             ends_in_split=q.ends_in_split and q.split == "embedding-on-ends")
     training = per_gpu.Training(micro_batch_size=a.micro_batch_size, sequence_parallel=a.sequence_parallel,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
-                                moe_capacity=a.moe_capacity, cp_comm=a.cp_comm)
-    return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight())
+                                moe_capacity=a.moe_capacity, cp_comm=a.cp_comm, micro_batches=a.m,
+                                compiled=a.compile, grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
+                                loss=a.loss)
+    return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight(), accounting=q.accounting)
 
 
 @dataclass(frozen=True)
@@ -202,7 +214,7 @@ def build(q: ZeroParams, shape: Shape | None = None) -> ZeroReport:
         per_gpu.model_state_parts(replace(cfg, layout=replace(cfg.layout, zero=chosen[0], offload=q.offload)))
     got = per_gpu.model_state_parts(cfg)
     bpp = cfg.training.bytes_per_param
-    usable = float(fit.usable_bytes(q.gpu_mem, q.reserve, q.reserve_frac))
+    usable = float(fit.usable_bytes(q.compared_gb, q.reserve, q.reserve_frac))
     psi, expert_rank, group = float(got.psi_rank[0]), float(got.expert_rank[0]), float(got.expert_group[0])
     parts = memory.model_states(psi, q.nd, np.arange(4), **per_gpu.dense_bytes(cfg))
     stages = {memory.STAGE_KEYS[s]: _row(q, cfg, got, parts, s, usable) for s in chosen}
