@@ -51,7 +51,9 @@ STATES = StateBytes(
     sharded_from=(("params", 3), ("grads", 2), ("optimizer", 1)),
     source=f"Megatron-LM {RELEASE} docs/source/api-guide/dist_optimizer.md: bf16 params + fp32 grads, 18 bytes per "
            "parameter, 6 + 12/d with --use-distributed-optimizer (ZeRO-1 here); Megatron-FSDP "
-           "--data-parallel-sharding-strategy optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3)")
+           "--data-parallel-sharding-strategy optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3); under --fp16 the "
+           "buffer keeps the parameters' dtype: arguments.py forces accumulate_allreduce_grads_in_fp32 only for bf16",
+    grad_fp16=2.0)
 
 LOSS = Loss(held=4.0, peak=6.0,
             source=f"Megatron-LM {RELEASE} megatron/core/tensor_parallel/cross_entropy.py: "

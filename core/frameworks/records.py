@@ -72,6 +72,7 @@ class StateBytes:
     master: float
     sharded_from: tuple[tuple[str, int], ...]  # (component, first ZeRO stage that shards it)
     source: str
+    grad_fp16: float = 0.0  # the gradient buffer under fp16 where it differs from bf16's (0: the same)
 
     def first_sharded(self, component: str) -> int:
         return dict(self.sharded_from)[component]

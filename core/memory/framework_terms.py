@@ -17,14 +17,15 @@ from core.memory.states import BytesPerParam
 MASTER = 4.0  # bytes of the fp32 master copy the mixed-precision optimizer presets count in K (core.memory.states)
 
 
-GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
+GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 
 
 def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, grad_dtype: str = "auto",
-                 optimizer_dtype: str = "fp32") -> dict:
+                 optimizer_dtype: str = "fp32", fp16: bool = False) -> dict:
     """Bytes per parameter of the compute weights, the gradient buffer and the optimizer (model_states' keywords),
     and where the framework shards them. The textbook takes the optimizer/precision preset as it is; a framework
-    stores its own weights and gradients (`grad_dtype` overrides the buffer's precision), and the preset's K less
+    stores its own weights and gradients (`grad_dtype` overrides the buffer's precision; under `fp16` the framework's
+    own rule for it), and the preset's K less
     the master copy it does not keep. `optimizer_dtype` bf16 halves the moments and, in Megatron-LM's
     precision-aware optimizer, keeps the fp32 master as the 16-bit remainder beside the bf16 weight
     (optimizer_config.py store_param_remainders; Transformer Engine FusedAdam)."""
@@ -40,7 +41,8 @@ def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, gra
     if optimizer_dtype == "bf16":
         moments /= 2.0
         master = min(master, 2.0)
-    return {"param_bytes": param, "grad_bytes": GRAD_BYTES.get(grad_dtype, st.grad), "k": moments + master,
+    own = st.grad_fp16 if (fp16 and st.grad_fp16) else st.grad
+    return {"param_bytes": param, "grad_bytes": GRAD_BYTES.get(grad_dtype, own), "k": moments + master,
             "sharded_from": st.sharded_from}
 
 

@@ -162,7 +162,8 @@ class Training:
     cp_comm: str = "p2p"  # context parallelism's K/V exchange: the ring's buffers or the whole gathered sequence
     micro_batches: object = 1  # m per step: whether earlier micro-batches' gradients exist at the peak (FSDP2)
     compiled: bool = False  # torch.compile on the blocks (PyTorch's accounting keeps what the compiled block keeps)
-    grad_dtype: str = "auto"  # the gradient buffer: the framework's own, or fp32 / bf16
+    grad_dtype: str = "auto"  # the gradient buffer: the framework's own, or fp32 / bf16 / fp16
+    fp16: bool = False  # fp16 weights rather than bf16 (Megatron-LM then keeps 16-bit gradients by default)
     optimizer_dtype: str = "fp32"  # Adam's moments (and Megatron's master remainders) in fp32 or bf16
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks: upcast, compiled, fused)
 
@@ -314,13 +315,14 @@ def dense_bytes(cfg: MemoryConfig) -> dict:
     """Bytes per parameter of the dense part as the accounting stores it (FP8 GEMM weights take one byte)."""
     tr = cfg.training
     return terms.state_kwargs(cfg.accounting, tr.bytes_per_param, tr.fp8, cfg.model.gemm_share, tr.grad_dtype,
-                              tr.optimizer_dtype)
+                              tr.optimizer_dtype, tr.fp16)
 
 
 def expert_bytes(cfg: MemoryConfig) -> dict:
     """Bytes per parameter of the routed experts (all GEMM weights)."""
     tr = cfg.training
-    return terms.state_kwargs(cfg.accounting, tr.bytes_per_param, tr.fp8, 1.0, tr.grad_dtype, tr.optimizer_dtype)
+    return terms.state_kwargs(cfg.accounting, tr.bytes_per_param, tr.fp8, 1.0, tr.grad_dtype, tr.optimizer_dtype,
+                              tr.fp16)
 
 
 def _placed(psi, group, zero, offload, kw: dict, streamed=0.0) -> dict[str, np.ndarray]:

@@ -115,9 +115,10 @@ ZERO = table(
               "stores and keeps (Megatron-LM's fp32 gradient buffer, DeepSpeed's buckets, FSDP2's fp32 shards), its "
               "loss, workspaces, the caching allocator's reserve and the CUDA context, as the planner counts its "
               "rows."),
-    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16"), label="Gradient buffer precision",
-         help="auto = the framework's own (Megatron-LM fp32 main gradients, DeepSpeed bf16, FSDP2 fp32 shards); "
-              "no effect in the textbook accounting."),
+    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16", "fp16"),
+         label="Gradient buffer precision",
+         help="auto = the framework's own under BF16 (Megatron-LM fp32 main gradients, DeepSpeed bf16, FSDP2 fp32 "
+              "shards); fp16 and bf16 both count 2 bytes. No effect in the textbook accounting."),
     Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
          help="bf16: Megatron-LM's precision-aware optimizer (bf16 moments, the master weights as 16-bit remainders); "
               "no effect in the textbook accounting."),

@@ -289,10 +289,12 @@ TARGET = table(
               "every row as that framework stores it (a fork that runs layouts its capability table does not list); "
               "textbook = the ZeRO paper's and Korthikanti et al.'s count, without the buffers, loss peak and "
               "allocator reserve a framework adds."),
-    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16"), label="Gradient buffer precision",
-         help="auto = the framework's own under BF16: Megatron-LM keeps fp32 main gradients (its default; "
-              "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16), "
-              "DeepSpeed's ZeRO keeps them in the model's bf16, FSDP2 reduces them to fp32 shards."),
+    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16", "fp16"),
+         label="Gradient buffer precision",
+         help="auto = the framework's own: Megatron-LM keeps fp32 main gradients under BF16 (its default; "
+              "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16) and "
+              "fp16 ones under FP16 (it forces fp32 accumulation only for bf16), DeepSpeed's ZeRO keeps them in the "
+              "model's 16-bit type, FSDP2 reduces them to fp32 shards. fp16 and bf16 both count 2 bytes."),
     Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
          help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
               "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "

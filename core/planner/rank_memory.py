@@ -80,6 +80,7 @@ class Options:
     grad_dtype: str = "auto"
     optimizer_dtype: str = "fp32"
     loss: str = "auto"
+    fp16: bool = False  # fp16 rather than bf16 (a framework's gradient buffer may follow it)
 
 
 def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu.InFlight | None = None,
@@ -93,7 +94,8 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=o.fp8, bytes_per_param=bpp,
                                 moe_capacity=o.capacity, cp_comm=o.cp_comm, micro_batches=m, compiled=o.compiled,
-                                grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss)
+                                grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss,
+                                fp16=o.fp16)
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight(),
                                 accounting=key)
 
