@@ -20,7 +20,7 @@ SUBCOMMANDS = {
     "equivalence": ("core.cli.equivalence", "sharded Adam vs replicated Adam, bit for bit"),
     "plan": ("core.cli.plan", "enumerate and rank t x p x d layouts"),
     "model": ("core.cli.model", "a model's architecture, total and active parameter counts"),
-    "validate": ("core.cli.validate", "step time against published training runs (calibration and held-out)"),
+    "validate": ("core.cli.validate", "step time (or --memory: memory per GPU) against published and measured runs"),
 }
 
 

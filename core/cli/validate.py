@@ -1,7 +1,9 @@
-"""`python -m core validate`: the planner's step time against published training runs, row by row.
+"""`python -m core validate`: the planner's step time (or, with --memory, its memory per GPU) against published and
+measured training runs, row by row.
 
     python -m core validate            # the table, calibration and held-out rows apart, and the summaries
     python -m core validate --json     # the same as JSON (steps, per_layer, summary, conventions, sources)
+    python -m core validate --memory   # memory per GPU against measured peaks (core.planner.memory_validation)
 
 The rows and their sources are in assets/validation.json; core.planner.validation predicts them with the same
 planner the `plan` command runs (each published layout pinned, on its own GPU and precision). Every `steps` row
@@ -13,20 +15,30 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import spec_args, validate_scaling
+from core.cli import spec_args, validate_memory, validate_scaling
 from core.cli.text import print_json, render
 from core.cost import calibration
-from core.planner import validation, validation_scaling
+from core.planner import memory_validation, validation, validation_scaling
 from core.planner.validation import signed_percent as pct
 
 
 def build(parser: argparse.ArgumentParser) -> None:
     spec_args.switch(parser, "--json",
                      help="Print steps, per_layer, summary, conventions, sources and scaling (the scaling series) "
-                          "as JSON (seconds, fractions).")
+                          "as JSON (seconds, fractions); with --memory, the memory rows, summary and sources.")
+    spec_args.switch(parser, "--memory",
+                     help="Memory per GPU against measured peaks (assets/memory_validation.json) instead of the "
+                          "step time.")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.memory:
+        result = memory_validation.validate()
+        if args.json:
+            print_json(result.to_json())
+        else:
+            print(validate_memory.section(result))
+        return 0
     result, scaling = validation.validate(), validation_scaling.validate()
     if args.json:
         print_json({**result.to_json(), "scaling": scaling.to_json()})
