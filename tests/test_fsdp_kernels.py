@@ -86,8 +86,10 @@ def test_modelled_frameworks_do_not_move(result):
     # chunk ahead and the refitted H100 record: 3.46 / 2.72 % before that change)
     s = result.summary()
     assert s["calibration"].rows == 26 and s["calibration"].mean_abs_error == pytest.approx(0.0338, abs=5e-4)
-    # 26 held-out rows since NeMo 25.02's GPT3-175B row (tests/test_nemo_releases.py); the other 25 at 2.62 %
-    assert s["held-out"].rows == 26 and s["held-out"].mean_abs_error == pytest.approx(0.0277, abs=5e-4)
+    # 26 held-out rows since NeMo 25.02's GPT3-175B row (tests/test_nemo_releases.py); the other 25 at 2.51 %
+    # (2.77 % while unstated micro-batch sizes were chosen by the textbook's memory: Megatron-Core r0.8's 96-GPU
+    # strong-scaling row now fits micro-batch 1, not 2, counted as Megatron-LM stores it)
+    assert s["held-out"].rows == 26 and s["held-out"].mean_abs_error == pytest.approx(0.0267, abs=5e-4)
     held = result.matched[(result.matched["role"] == "held-out") & (result.matched["scope"] == validation.MODELLED)]
     others = held[held["source"] != "nemo_perf_2502"]["error"].abs()
-    assert len(others) == 25 and others.mean() == pytest.approx(0.0262, abs=5e-4)
+    assert len(others) == 25 and others.mean() == pytest.approx(0.0251, abs=5e-4)

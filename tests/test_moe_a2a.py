@@ -100,7 +100,8 @@ def test_megatron_bridge_deepseek_v3_runs_its_recipe():
     # A2A overlap and the layout 'Et|(tt|)*30mL' (the MTP depth and the loss alone in the last virtual stage); before
     # this model (NCCL all-to-all, etp = t, nothing hidden, no MTP) it was predicted +50.6 %.
     row = next(r for r in validation.data()["rows"] if r["key"] == "mb2509-deepseekv3-1024")
-    assert row["software"] == {"moe_dispatcher": "deepep", "moe_a2a_overlap": True, "ends_in_split": True}
+    assert row["software"] == {"moe_dispatcher": "deepep", "moe_a2a_overlap": True, "ends_in_split": True,
+                               "grad_dtype": "bf16", "loss": "fused", "optimizer_dtype": "bf16"}  # its recipe's memory
     assert row["layout"]["etp"] == 1
     got = _mb2509()
     assert got["published_s"] == pytest.approx(25.26, abs=0.01)

@@ -27,7 +27,6 @@ from core.params.catalog import document
 from core.params.planner import PLAN, PlannerParams
 from core.planner import candidates
 from core.planner import plan as planner
-from core.units import GB, GIB
 
 ROLES = ("calibration", "held-out")
 MODELLED = "modelled"  # a source's `scope`: the frameworks the step-time model describes (Megatron-LM, NeMo 2021-25.02)
@@ -65,7 +64,8 @@ def _model(spec: dict) -> dict[str, Any]:
 
 # What a row leaves open when its source does not state it: the planner searches these and keeps the fastest
 # layout that fits, as a tuned vendor benchmark would have chosen (the choice is reported in `chosen`). "Fits" is
-# judged against the GPU's physical memory (an "80GB" HBM stack holds 80 GiB) with no reserve: the run did run.
+# judged as the planner judges it, the row's framework's bytes against the memory the device reports, with no extra
+# reserve: the run did run.
 OPEN_MICRO_BATCHES = (1.0, 2.0, 4.0, 8.0)
 
 
@@ -78,9 +78,8 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
     t, p, cp = lay["t"], lay["p"], lay.get("cp", 1)
     schedule, v = depth or (lay["schedule"] or "1f1b", lay["v"] or 2)
     mb = OPEN_MICRO_BATCHES if lay["micro_batch"] is None else (float(lay["micro_batch"]),)
-    physical = presets.gpu(row["gpu"]).mem_gb * GIB / GB  # the run ran: its label's binary capacity, no reserve
     return PlannerParams(
-        **_model(row["model"]), gpu=row["gpu"], gpu_mem=physical, reserve_frac=0.0, gpus=lay["gpus"],
+        **_model(row["model"]), gpu=row["gpu"], reserve_frac=0.0, gpus=lay["gpus"],
         batch=lay["batch"], mb_sizes=mb, precision=row["precision"], fix_t=t, fix_p=p, fix_cp=cp,
         fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0), fix_d=lay["gpus"] // (t * p * cp),
         zero=str(lay.get("zero", 0)), schedule=schedule,
