@@ -37,9 +37,9 @@ def test_as_a_user_runs_it():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Llama 3 70B (70.6B parameters) on 64 x NVIDIA A100 80GB SXM")
-    # rank 1: t = 4 inside a server, no pipeline, d = 16 with ZeRO-3 and selective recompute: counted as the
-    # frameworks store it, t = 8 x d = 8 with ZeRO-1 needs no recompute only at more memory than fits
-    assert lines[5].split()[:4] == ["1", "4", "1", "16"]
+    # rank 1: t = 8 inside a server, p = 2, d = 4: counted as the frameworks store it, t = 8 x d = 8 without a
+    # pipeline (the winner at the textbook's bytes) needs more than fits
+    assert lines[5].split()[:4] == ["1", "8", "2", "4"]
 
 
 def test_json_lists_candidates_with_the_documented_keys(capsys):

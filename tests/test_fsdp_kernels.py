@@ -83,9 +83,11 @@ def test_llmfoundry_signed_mean_is_near_zero_on_calibration_and_held_out(result)
 
 def test_modelled_frameworks_do_not_move(result):
     # the llm-foundry kernels leave the modelled frameworks' rows alone (these are their errors with the gathers a
-    # chunk ahead and the refitted H100 record: 3.46 / 2.72 % before that change)
+    # chunk ahead and the refitted H100 record: 3.46 / 2.72 % before that change; 3.38 % calibration until Megatron-
+    # Core r0.8's 70B weak-scaling row, whose micro-batch is unstated, fit micro-batch 4 only at the textbook's bytes:
+    # at 2 it reads +9.6 %, not +3.3 %)
     s = result.summary()
-    assert s["calibration"].rows == 26 and s["calibration"].mean_abs_error == pytest.approx(0.0338, abs=5e-4)
+    assert s["calibration"].rows == 26 and s["calibration"].mean_abs_error == pytest.approx(0.0362, abs=5e-4)
     # 26 held-out rows since NeMo 25.02's GPT3-175B row (tests/test_nemo_releases.py); the other 25 at 2.51 %
     # (2.77 % while unstated micro-batch sizes were chosen by the textbook's memory: Megatron-Core r0.8's 96-GPU
     # strong-scaling row now fits micro-batch 1, not 2, counted as Megatron-LM stores it)

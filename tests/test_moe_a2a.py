@@ -116,9 +116,12 @@ def test_megatron_bridge_deepseek_v3_runs_its_recipe():
     assert plain["error"] == pytest.approx(0.130, abs=0.01) and plain["a2a"] == pytest.approx(8.33, abs=0.05)
     nccl = _mb2509(moe_dispatcher="alltoall", moe_a2a_overlap=False)  # every copy over the network
     assert nccl["error"] == pytest.approx(0.635, abs=0.01)
-    # The even split would put the MTP depth and two output layers on top of a full last stage: 15 % slower
+    # The even split would put the MTP depth and two output layers on top of a full last stage: 16 % slower at the
+    # same switches (it was), and counted as Megatron-LM stores it that stage no longer fits without recompute (the
+    # recipe's split holds 82.4 GB): full recompute, 88 % slower
     even = _mb2509(ends_in_split=False)
-    assert even["predicted_s"] / got["predicted_s"] == pytest.approx(1.163, abs=0.005)
+    assert got["chosen"] == {"recompute": "none"} and even["chosen"] == {"recompute": "full"}
+    assert even["predicted_s"] / got["predicted_s"] == pytest.approx(1.875, abs=0.005)
 
 
 def test_modelzoo_qwen3_rows_state_what_they_ran():

@@ -56,7 +56,7 @@ def test_deepseek_v3_with_its_dualpipe_fits_and_only_lacks_a_framework():
     # (4,096 x 129,280 x 4 bytes, twice with the MTP depth) for all 16.5 made it not fit; it fits. The first
     # device also holds both ends' weights: the output layer's 0.93B parameters beside the embedding.
     assert (row["inflight"], row["held_first_stage"], row["held_last_stage"]) == (16.5, 32.0, 1.0)
-    assert row["memory_bytes"] / 1e9 == pytest.approx(42.2, abs=0.3) and row["memory_bytes"] < r.usable
+    assert row["memory_bytes"] / 1e9 == pytest.approx(45.3, abs=0.3) and row["memory_bytes"] < r.usable
     assert row["reasons"][-1].startswith("no framework runs it")
 
 
@@ -81,7 +81,9 @@ def test_llama3_128k_layout_is_feasible_at_its_settings(zero, framework):
     row = r.frame[r.frame["schedule"] == "interleaved"].iloc[0]
     assert (row["t"], row["cp"], row["p"], row["d"], row["m"]) == (8, 16, 16, 8, 16)
     assert row["feasible"] and framework in row["frameworks"]
-    assert row["memory_bytes"] < 40 * GB  # 8,192 tokens per GPU: the pre-training layout's shape
+    # 8,192 tokens per GPU, the pre-training layout's shape; pipelined FSDP (torch) also keeps the stage's fp32
+    # gradients and, under TP, the embedding's whole (43 GB)
+    assert row["memory_bytes"] < 45 * GB
     assert row["ring_s"] > 0 and row["ring_exposed_s"] == 0  # the K/V ring hides behind each 8K x 8K block
     # Table 4: 380 TFLOPs/GPU = 38 % BF16 MFU. Meta cites PaLM for MFU (Llama 3 paper 3.3.2: "BF16 Model FLOPs
     # Utilization (MFU; Chowdhery et al. (2023))"), whose appendix B counts 6N + 12 L H Q T per token: the full

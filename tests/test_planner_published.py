@@ -41,7 +41,7 @@ def test_bloom_is_feasible_and_fourth_with_its_switches():
     # (2 + 4 + 12/8) x 4.50e9 per rank
     assert row["memory_accounting"] == "megatron"
     assert row["model_state_bytes"] / GB == pytest.approx(33.72, abs=0.01)
-    assert 40 < row["memory_bytes"] / GB < 50 < r.usable / GB
+    assert 45 < row["memory_bytes"] / GB < 55 < r.usable / GB
     assert row["rank"] == 4 and len(r.feasible) == 13
     assert row["step_time_s"] / r.best()["step_time_s"] < 1.10  # within 10 % of the best t x p x d
     assert 150 < row["tflops_per_gpu"] < 175  # BigScience reported about 150 TFLOP/s per GPU
@@ -51,7 +51,7 @@ def test_bloom_in_the_full_search():
     r = planner.plan(PlannerParams(**BLOOM))
     row = _published_row(r, "bloom-176b")
     assert row["feasible"]
-    assert row["rank"] == 68 and len(r.feasible) == 521  # rows no framework runs are not feasible
+    assert row["rank"] == 62 and len(r.feasible) == 343  # rows no framework runs are not feasible
     assert row["frameworks"] == ("megatron", "deepspeed")
     assert row["step_time_s"] / r.best()["step_time_s"] < 1.45
 
@@ -61,7 +61,8 @@ def test_llama3_405b_is_feasible_with_its_switches():
     row = _published_row(r, "llama3-405b")
     assert row["feasible"] and row["m"] == 32
     assert row["inflight"] == pytest.approx(23.5)  # interleaved v = 2: p (1 + (p-1)/(p v)) micro-batches
-    assert row["memory_accounting"] == "torch" and row["memory_bytes"] / GB < 30
+    # pipelined FSDP keeps fp32 gradients of the stage, and under TP the embedding's gradient whole, all step
+    assert row["memory_accounting"] == "torch" and row["memory_bytes"] / GB < 40
     assert row["rank"] == 12 and len(r.feasible) == 16
     zero1 = planner.plan(PlannerParams(**LLAMA, **{**LLAMA_SWITCHES, "zero": "1"}))
     assert _published_row_at(zero1, 1, True)["rank"] == 2 and len(zero1.feasible) == 7
@@ -84,15 +85,15 @@ def test_llama3_405b_in_the_full_search():
     row = _published_row(r, "llama3-405b")
     # an interleaved last device's logits are counted for its last stage's own micro-batch, not every one of its
     # chunks (core.planner.simulation.in_flight, held_last_stage)
-    assert row["feasible"] and len(r.feasible) == 333
-    assert row["rank"] == 302  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
+    assert row["feasible"] and len(r.feasible) == 249
+    assert row["rank"] == 223  # ZeRO-3 re-gathers every layer's parameters twice for each of the 32 micro-batches
     assert row["frameworks"] == ("torch",)  # FSDP with a pipeline: Megatron-FSDP + PP is not confirmed
     f = r.frame
     same = f[(f["t"] == 8) & (f["p"] == 16) & (f["d"] == 64) & (f["schedule"] == "interleaved") & (f["v"] == 2)
              & (f["micro_batch_size"] == 1) & (f["recompute"] == "full") & f["sequence_parallel"]
              & f["reshard"]]
     ranks = dict(zip(same["zero_stage"], same["rank"], strict=True))
-    assert ranks[1] == 36 and ranks[0] == 39 and ranks[2] == 171  # ZeRO-0/1 with TP overlap (Megatron-LM)
+    assert ranks[1] == 30 and ranks[0] == 33 and ranks[2] == 125  # ZeRO-0/1 with TP overlap (Megatron-LM)
 
 
 MEGATRON_1T = dict(model="megatron-1t", gpu="a100-80gb", gpus=3072, batch=3072, mb_sizes=(1,), zero="0",

@@ -73,7 +73,7 @@ def test_bloom_fits_the_budget_with_the_ranking_of_the_budget_lifted(monkeypatch
     r = planner.plan(PlannerParams(**BLOOM))
     assert not any("simulation budget" in n for n in r.notes)
     assert 0 < r.sim_ops <= simulation.SIM_BUDGET
-    assert len(r.feasible) == 521
+    assert len(r.feasible) == 343
     _from_nothing()
     monkeypatch.setattr(simulation, "SIM_BUDGET", 10**12)
     lifted = planner.plan(PlannerParams(**BLOOM))
@@ -86,17 +86,17 @@ def test_a_budget_the_old_search_ran_out_of_is_enough_now(monkeypatch):
     """Llama 3 70B on 64 A100: the planner before this change simulated every key of every candidate that fit with
     one micro-batch in flight (6.0 M simulated operations) and ran out at 4.5 M with 895 of the 962 feasible
     candidates ranked; timing only those that fit with their schedule's in-flight count, the whole plan spends 4.3 M
-    (building the schedules included) when memory was the textbook's. Counted as the frameworks store it, 977 are
-    feasible and timing them spends 4.85 M: a 5 M budget is enough."""
+    (building the schedules included) when memory was the textbook's. Counted as the frameworks store it, 513 are
+    feasible and timing them spends 3.84 M."""
     q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
     _from_nothing()
     monkeypatch.setattr(simulation, "SIM_BUDGET", 10**12)
     lifted = planner.plan(q)
     _from_nothing()
-    monkeypatch.setattr(simulation, "SIM_BUDGET", 5_000_000)
+    monkeypatch.setattr(simulation, "SIM_BUDGET", 4_500_000)
     r = planner.plan(q)
-    assert not any("simulation budget" in n for n in r.notes) and r.sim_ops == lifted.sim_ops == 4_851_984
-    assert len(r.feasible) == len(lifted.feasible) == 977
+    assert not any("simulation budget" in n for n in r.notes) and r.sim_ops == lifted.sim_ops == 3_837_136
+    assert len(r.feasible) == len(lifted.feasible) == 513
     pd.testing.assert_frame_equal(r.feasible[RANKED].reset_index(drop=True),
                                   lifted.feasible[RANKED].reset_index(drop=True))
     _from_nothing()
@@ -155,7 +155,7 @@ def test_a_budget_that_binds_gives_a_warm_server_the_cold_servers_plan(monkeypat
 
 
 def test_placing_leaves_half_the_budget_to_simulate(monkeypatch):
-    """Placing Llama 3 70B's candidates on 64 A100 takes 1.85 M operations; under a 3 M budget placing stops at
+    """Placing Llama 3 70B's candidates on 64 A100 takes 1.56 M operations; under a 2.5 M budget placing stops at
     half of it (simulation.PLACE_SHARE), so that what fits is still simulated and ranked."""
     q = PlannerParams(model="llama3-70b", gpu="a100-80gb", gpus=64, batch=512)
     spent = []
@@ -169,25 +169,26 @@ def test_placing_leaves_half_the_budget_to_simulate(monkeypatch):
     monkeypatch.setattr(simulation, "place_all", spy)
     _from_nothing()
     whole = planner.plan(q)
-    assert spent[0] == 1_848_056 < simulation.PLACE_SHARE * simulation.SIM_BUDGET
-    monkeypatch.setattr(simulation, "SIM_BUDGET", 3_000_000)
+    assert spent[0] == 1_557_400 < simulation.PLACE_SHARE * simulation.SIM_BUDGET
+    monkeypatch.setattr(simulation, "SIM_BUDGET", 2_500_000)
     spent.clear()
     _from_nothing()
     r = planner.plan(q)
-    assert spent[0] <= simulation.PLACE_SHARE * 3_000_000 < 1_848_056
-    assert r.simulations > 0 and 0 < len(r.feasible) < len(whole.feasible) == 977
+    assert spent[0] <= simulation.PLACE_SHARE * 2_500_000 < 1_557_400
+    assert r.simulations > 0 and 0 < len(r.feasible) < len(whole.feasible) == 513
     _from_nothing()
 
 
 def test_a_binding_budget_simulates_the_keys_that_can_be_fastest_first(monkeypatch):
     """Llama 3 405B on 16,384 H100 at batch 16,384 under a 2 M budget: the simulation keys are taken by the least
     step time their candidates could have (every term but the bubble), not by how many candidates share them, so the
-    plan's best row is 54.93 s (50.45 s with the budget lifted; with the textbook's memory it was 54.75 s, and the most
-    shared keys first gave 56.62 s)."""
+    plan's best row is 56.91 s (50.45 s with the budget lifted). With the textbook's memory it was 54.75 s, and the
+    most shared keys first gave 56.62 s; counted as the frameworks store it fewer layouts fit, and the budget reaches
+    fewer of the fast ones."""
     q = PlannerParams(model="llama3-405b", gpu="h100-80gb", gpus=16384, batch=16384, mb_sizes=(1.0, 2.0, 4.0, 8.0))
     monkeypatch.setattr(simulation, "SIM_BUDGET", 2_000_000)
     _from_nothing()
     r = planner.plan(q)
     assert any("simulation budget" in n for n in r.notes)
-    assert r.best()["step_time_s"] == pytest.approx(54.932, abs=0.01)
+    assert r.best()["step_time_s"] == pytest.approx(56.911, abs=0.01)
     _from_nothing()

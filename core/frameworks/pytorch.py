@@ -33,9 +33,11 @@ STATES = StateBytes(
     source="PyTorch FSDP2 MixedPrecisionPolicy docs ('The optimizer step uses the sharded parameter in the original "
            f"dtype'); torchtitan {TORCHTITAN} apply_fsdp (param_dtype bf16, reduce_dtype fp32)")
 
-LOSS = Loss(held=4.0, peak=12.0,
+LOSS = Loss(held=4.0, peak=12.0, peak_parallel=16.0,
             source=f"torchtitan {TORCHTITAN} train.py loss_fn: cross_entropy(pred.flatten(0, 1).float(), labels); "
-                   "log_softmax keeps its fp32 output, its backward adds the fp32 gradient and its input's")
+                   "log_softmax keeps its fp32 output, its backward adds the fp32 gradient and its input's; under "
+                   "loss_parallel (t > 1) DTensor's vocabulary-parallel backward holds one fp32 logits-sized "
+                   "temporary more (16 bytes per local logit, replayed on torchtitan's 70B TP 8 step, research note)")
 
 BUFFERS = Buffers(
     workspace=2 * 32 * MIB,

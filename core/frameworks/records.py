@@ -87,6 +87,7 @@ class Loss:
     held: float
     peak: float
     source: str
+    peak_parallel: float = 0.0  # the peak when the vocabulary is split over t > 1 ranks, where it differs (0: same)
 
 
 @dataclass(frozen=True)

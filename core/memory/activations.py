@@ -89,7 +89,8 @@ def output_bytes(a: Shape) -> np.ndarray:
 def loss_transient_bytes(a: Shape) -> np.ndarray:
     """What the loss of the micro-batch being computed holds beyond the kept logits, at its peak (0 without vocab)."""
     loss = a.loss_record()
-    return np.where(_spec_number("vocab", a.vocab) > 0, (loss.peak - loss.held) * _logit_elements(a), 0.0)
+    peak = np.where(np.asarray(a.t) > 1, loss.peak_parallel or loss.peak, loss.peak)
+    return np.where(_spec_number("vocab", a.vocab) > 0, (peak - loss.held) * _logit_elements(a), 0.0)
 
 
 def _logit_elements(a: Shape) -> np.ndarray:

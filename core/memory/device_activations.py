@@ -96,8 +96,10 @@ def end_stages(cfg) -> EndStages:
     first_held = inf.first if inf.first_stage is None else inf.first_stage
     last_held = inf.last if inf.last_stage is None else inf.last_stage
     ends = k * np.asarray(last_held) * _ends_bytes(cfg) if k else 0.0
-    last_extra = _extra(cfg, inf.last, moe_last, k, last_held) + ends
-    first_extra = _extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
+    io = _stage_io(cfg)  # buffers per device position: (first, middle, last)
+    last_extra = _extra(cfg, inf.last, moe_last, k, last_held) + ends + io[2]
+    first_extra = (_extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
+                   + io[0])
     has_middle = (p > 2) | (both & (p > 1))
     middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
     held = {"first_held": first_held, "last_held": last_held,
@@ -110,11 +112,32 @@ def end_stages(cfg) -> EndStages:
                   for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False,
                                                 layer_bytes=held["layer_bytes"],
                                                 backward_extra=held["backward_extra"]).items()}
-        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid), 0.0)
+        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid) + io[1], 0.0)
     return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
                                               tail_layers=np.where(both, k, 0), **held),
                      act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k, **held),
                      first_extra, last_extra, both, middle, middle_extra)
+
+
+def _stage_io(cfg) -> tuple:
+    """The receive buffers a pipeline stage keeps for the whole step, on the first, a middle and the last device.
+    torch.distributed.pipelining allocates, per stage and per micro-batch of the step, one buffer for the activation
+    it receives (every stage but the first) and one for the gradient it receives (every stage but the last), at
+    stage setup (stage.py _prepare_forward_infra / _prepare_backward_infra), and keeps them: m x (one stage's
+    input) each. Megatron-LM and DeepSpeed receive into tensors made per message (none kept). 16-bit, the
+    sequence split by cp and, under sequence parallelism, by t."""
+    lay, tr, m = cfg.layout, cfg.training, cfg.model
+    p = np.asarray(lay.p)
+    if cfg.accounting != "torch" or not np.any(p > 1):
+        return 0.0, 0.0, 0.0
+    t, cp, v = (np.asarray(x, dtype=float) for x in (lay.t, lay.cp, lay.chunks))
+    split = np.where(np.asarray(tr.sequence_parallel, dtype=bool), t, 1.0)
+    one = 2.0 * m.seq * np.asarray(tr.micro_batch_size, dtype=float) * m.hidden / (cp * split)
+    per = np.where(p > 1, one * np.asarray(tr.micro_batches, dtype=float), 0.0)
+    both = np.asarray(cfg.inflight.last_on_first, dtype=bool)
+    # a device of v stages receives both ways on each, less the pipeline's ends it holds
+    first = per * (2 * v - np.where(both, 2, 1))
+    return first, per * 2 * v, per * (2 * v - 1)
 
 
 def _moe_counts(cfg, v_shape) -> tuple:

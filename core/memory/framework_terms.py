@@ -46,22 +46,31 @@ def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, gra
             "sharded_from": st.sharded_from}
 
 
-def gather_bytes(key: str, fp8: bool) -> float:
-    """Bytes per parameter of a gathered (unsharded) copy of the weights: 16-bit, FP8 where the all-gather is FP8."""
-    return 1.0 if fp8 else 2.0
+def gather_bytes(key: str, fp8: bool, shards=2) -> np.ndarray:
+    """Bytes per parameter of a gathered (unsharded) copy of the weights: 16-bit, FP8 where the all-gather is FP8
+    (Megatron-LM's --fp8-param-gather; torchtitan's float8 all-gather, which it turns on only where FSDP shards over
+    more than one rank, `shards` = d: Float8Handler enable_fsdp_float8_all_gather and dp_shard_enabled)."""
+    fp8_gather = fp8 and (key != "torch" or np.asarray(shards) > 1)
+    return np.where(fp8_gather, 1.0, 2.0)
 
 
-def grads_at_peak(key: str, grads, psi_rank, grad_bytes, p, m) -> np.ndarray:
+def grads_at_peak(key: str, grads, psi_rank, grad_bytes, p, m, tp_embedding=0.0) -> np.ndarray:
     """The gradient bytes that exist when activations peak. Megatron's and DeepSpeed's gradient buffers persist
     through the step; FSDP2's sharded gradients are created by the backward and freed by zero_grad(set_to_none) at the
     start of the next step, so a single micro-batch peaks without them; with several micro-batches the earlier ones'
     exist: reduce-scattered (sharded) when each backward syncs, unsharded in fp32 under pipelining, whose stages
-    sync only in their last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync)."""
+    sync only in their last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync). Under tensor
+    parallelism the embedding's gradient is the whole vocabulary's on every rank (DTensor's embedding backward has no
+    row-sharded output): `tp_embedding` more parameters' worth in fp32 on the first stage (replayed on torchtitan's
+    405B steps, research note). Interleaved with m <= p micro-batches (one round) a device reduce-scatters and frees
+    its later stage's gradients before its earlier stage's backward, so fewer are allocated at once; the caching
+    allocator keeps their blocks and the embedding's gradient, which comes last, needs new ones, so what the device
+    holds is counted as if all were kept (torchtitan's interleaved 405B row: 72.7 GiB reserved, -2 % so counted)."""
     if key != "torch":
         return np.asarray(grads, dtype=float)
     m, p = np.asarray(m), np.asarray(p)
-    accumulated = np.where(p > 1, grad_bytes * np.asarray(psi_rank, dtype=float), grads)
-    return np.where(m > 1, accumulated, 0.0)
+    held = grad_bytes * np.asarray(psi_rank, dtype=float) + 4.0 * np.asarray(tp_embedding)
+    return np.where(m > 1, np.where(p > 1, held, grads), 0.0)
 
 
 def step_extra(key: str, psi_rank, group, zero) -> np.ndarray:

@@ -355,7 +355,8 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     gathered = _zero3_gathers(cfg, psi_rank, layer, dense_kw)
     ex = {k: np.broadcast_to(x, shape) for k, x in _expert_states(cfg, expert_kw).items()}
     m_step = cfg.training.micro_batches
-    grads = terms.grads_at_peak(key, dense["grads"], psi_rank, dense_kw["grad_bytes"], p, m_step)
+    tp_embedding = float(m.vocab * m.hidden) * (1.0 - 1.0 / t)  # the embedding gradient beyond a rank's share
+    grads = terms.grads_at_peak(key, dense["grads"], psi_rank, dense_kw["grad_bytes"], p, m_step, tp_embedding)
     expert_grads = terms.grads_at_peak(key, ex["grads"], ex["rank"], expert_kw["grad_bytes"], p, m_step)
     on_gpu = sum(dense[c] + ex[c] for c in COMPONENTS)  # every state the optimizer step holds, gradients included
     step = on_gpu + terms.step_extra(key, psi_rank, group, zero) + terms.step_extra(key, ex["rank"], ex["group"],
@@ -388,7 +389,7 @@ def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool
     keep = ~np.asarray(lay.reshard, dtype=bool) & (not resharded)
     params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
     if cfg.accounting == "torch":
-        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8)
+        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, lay.d)
         layer = np.broadcast_to(layer, psi_rank.shape)
         blocks = np.minimum(np.ceil(m.layers / p), np.maximum(np.floor(psi_rank / np.maximum(layer, 1.0)), 1.0))
         root = np.maximum(psi_rank - blocks * layer, 0.0)

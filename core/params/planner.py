@@ -178,9 +178,9 @@ ASSUMPTIONS = table(
               "NCCL's own tuning constant for the Simple protocol (src/graph/tuning.cc, hwLatencies NET, 14 us); "
               "NVLink steps and each collective's base latency use NCCL's constants too (core.cost.collective)."),
     Spec("reserve_frac", "float", 0.0, 0.0, 0.9, label="Extra memory reserve",
-         help="Share of each GPU's usable memory held back beyond what the memory model counts. A framework's "
-              "accounting already counts its buffers, workspaces, loss peak and allocator cache against the device "
-              "memory left after the CUDA context (core.frameworks; validated against measured peaks, README "
+         help="Share of each GPU's memory held back beyond what the memory model counts. A framework's accounting "
+              "already counts its buffers, workspaces, loss peak, allocator reserve, CUDA context and NCCL buffers "
+              "against the memory the device reports (core.frameworks; checked against measured peaks, README "
               "'Memory'); under the textbook accounting about 0.1 covers what it leaves out."),
     Spec("pcie_bw", "float", 25.0, 0.1, 10000.0, label="Host link bandwidth", unit="GB/s per direction",
          help="Offload traffic per GPU: PCIe 4.0 x16 is 32 GB/s per direction on paper, about 25 in practice."),
