@@ -117,11 +117,16 @@ ZERO = table(
               "rows."),
     Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16", "fp16"),
          label="Gradient buffer precision",
-         help="auto = the framework's own under BF16 (Megatron-LM fp32 main gradients, DeepSpeed bf16, FSDP2 fp32 "
-              "shards); fp16 and bf16 both count 2 bytes. No effect in the textbook accounting."),
+         help="auto = the framework's own: Megatron-LM keeps fp32 main gradients under BF16 (its default; "
+              "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16) and "
+              "fp16 ones under FP16 (it forces fp32 accumulation only for bf16), DeepSpeed's ZeRO keeps them in the "
+              "model's 16-bit type, FSDP2 reduces them to fp32 shards. fp16 and bf16 both count 2 bytes; no effect "
+              "in the textbook accounting."),
     Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
-         help="bf16: Megatron-LM's precision-aware optimizer (bf16 moments, the master weights as 16-bit remainders); "
-              "no effect in the textbook accounting."),
+         help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
+              "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "
+              "bf16): bf16 moments, and the fp32 master kept as the 16-bit remainder beside the bf16 weight "
+              "(Transformer Engine FusedAdam store_param_remainders); elsewhere bf16 moments."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",
@@ -145,12 +150,16 @@ ACTIVATIONS = table(
          help="Fused attention kernels (FlashAttention, cuDNN, SDPA) keep no a s^2 scores: 34 s b h + 5 a s^2 b -> "
               "34 s b h per layer, as selective recomputation gives."),
     Spec("compile", "bool", False, label="torch.compile (PyTorch)",
-         help="The PyTorch accounting's blocks compiled (torchtitan --training.compile): the compiled block keeps "
-              "fewer tensors, and the loss is compiled with it unless the loss kernel says otherwise."),
+         help="PyTorch rows run torch.compile on each transformer block (torchtitan --training.compile): the "
+              "compiled block keeps fewer tensors for its backward (core.frameworks.pytorch). No effect on "
+              "Megatron-LM or DeepSpeed rows."),
     Spec("loss", "choice", "auto", choices=LOSS_KERNELS, label="Cross-entropy kernel",
-         help="auto = the framework's default; upcast: an fp32 copy of the logits and fp32 log-softmax; compiled: "
-              "torch.compile's fused loss; fused: the gradient written into the bf16 logits in place (Transformer "
-              "Engine, Liger). The textbook counts the fp32 logits only."),
+         help="How the loss meets the logits. auto = the framework's current default: Megatron-LM's vocab-parallel "
+              "cross-entropy on an fp32 copy (its Transformer Engine fusion is disabled at core_v0.19.0), PyTorch's "
+              "compiled with the model when torch.compile is on (torchtitan since April 2025), else upcast. upcast: "
+              "an fp32 copy of the logits and the fp32 log-softmax and its gradients (torchtitan before April 2025, "
+              "Hugging Face); compiled: torch.compile's fused log-softmax; fused: a kernel that writes the gradient "
+              "into the bf16 logits in place (Transformer Engine's, Liger's)."),
     Spec("fp8", "bool", False, label="FP8 activations",
          help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
               "34 -> 27 s b h per layer."),

@@ -18,7 +18,7 @@ from typing import Any
 from core.errors import InputError
 from core.params import Spec, parse_lenient, parse_strict, table
 from core.params.catalog import calibration_families, document
-from core.params.memory import MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
+from core.params.memory import ACTIVATIONS, MAX_CP, MAX_TP, RECOMPUTE_MODES, ZERO
 from core.params.model import AUTO_HEADS, CLUSTER, MODEL, preset_choices
 from core.params.pipeline import DEFAULT_SCHEDULES, PIPELINE, SEARCH_SCHEDULES
 
@@ -289,28 +289,10 @@ TARGET = table(
               "every row as that framework stores it (a fork that runs layouts its capability table does not list); "
               "textbook = the ZeRO paper's and Korthikanti et al.'s count, without the buffers, loss peak and "
               "allocator reserve a framework adds."),
-    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16", "fp16"),
-         label="Gradient buffer precision",
-         help="auto = the framework's own: Megatron-LM keeps fp32 main gradients under BF16 (its default; "
-              "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16) and "
-              "fp16 ones under FP16 (it forces fp32 accumulation only for bf16), DeepSpeed's ZeRO keeps them in the "
-              "model's 16-bit type, FSDP2 reduces them to fp32 shards. fp16 and bf16 both count 2 bytes."),
-    Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
-         help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
-              "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "
-              "bf16): bf16 moments, and the fp32 master kept as the 16-bit remainder beside the bf16 weight "
-              "(Transformer Engine FusedAdam store_param_remainders); elsewhere bf16 moments."),
-    Spec("loss", "choice", "auto", choices=("auto", "upcast", "compiled", "fused"), label="Cross-entropy kernel",
-         help="How the loss meets the logits. auto = the framework's current default: Megatron-LM's vocab-parallel "
-              "cross-entropy on an fp32 copy (its Transformer Engine fusion is disabled at core_v0.19.0), PyTorch's "
-              "compiled with the model when torch.compile is on (torchtitan since April 2025), else upcast. upcast: "
-              "an fp32 copy of the logits and the fp32 log-softmax and its gradients (torchtitan before April 2025, "
-              "Hugging Face); compiled: torch.compile's fused log-softmax; fused: a kernel that writes the gradient "
-              "into the bf16 logits in place (Transformer Engine's, Liger's)."),
-    Spec("compile", "bool", False, label="torch.compile (PyTorch)",
-         help="PyTorch rows run torch.compile on each transformer block (torchtitan --training.compile): the "
-              "compiled block keeps fewer tensors for its backward (core.frameworks.pytorch). No effect on "
-              "Megatron-LM or DeepSpeed rows."),
+    ZERO["grad_dtype"],
+    ZERO["optimizer_dtype"],
+    ACTIVATIONS["loss"],
+    ACTIVATIONS["compile"],
 )
 
 PLAN = table(
