@@ -50,8 +50,10 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
     config = {
         "Rank": cc.NumberColumn(format="%d", help="Fastest feasible first; memory headroom breaks ties."),
         COLUMNS["memory_gb"]: cc.ProgressColumn(min_value=0.0, max_value=gpu_gb, format="%.1f",
-                                                help=f"Model states + ZeRO-3 gathered layers + activations, "
-                                                     f"against the GPU's {gpu_gb:g} GB (GB = 1e9 bytes)."),
+                                                help=f"Model states + ZeRO-3 gathered layers + activations (and, "
+                                                     f"counted as a framework stores them, its buffers, allocator "
+                                                     f"reserve and CUDA context), against the GPU's {gpu_gb:.1f} GB "
+                                                     f"(GB = 1e9 bytes)."),
         COLUMNS["headroom_gb"]: cc.NumberColumn(format="%.1f", help="Usable memory (after the reserve) minus use."),
         COLUMNS["bubble_fraction"]: cc.NumberColumn(format="percent", help="Idle share of the pipeline timeline, "
                                                                            "measured by the simulator."),
@@ -118,7 +120,10 @@ def tradeoff(points: pd.DataFrame, y: str, gpu_mem_bytes: float, usable_bytes: f
     # The usable and GPU memory as dashed vertical lines with their labels: what fig.add_vline makes, written out
     # (add_vline costs ~10 ms a line in Plotly's shape handling).
     shapes, notes = [], []
-    for x, label, side in ((usable_bytes, "usable", "right"), (gpu_mem_bytes, "GPU", "left")):
+    lines = ((usable_bytes, "usable", "right"), (gpu_mem_bytes, "GPU", "left"))
+    if usable_bytes >= 0.99 * gpu_mem_bytes:  # no extra reserve: one line (two labels would sit on each other)
+        lines = ((gpu_mem_bytes, "GPU (usable)", "left"),)
+    for x, label, side in lines:
         gb = float(units.to_gb(x))
         shapes.append({"type": "line", "x0": gb, "x1": gb, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
                        "line": {"color": LIMIT, "dash": "dash"}})

@@ -61,7 +61,7 @@ class PlanView:
     params: PlannerParams
     title: str
     seq: int  # the sequence length planned for (the preset's own when the question leaves it at 0)
-    gpu_mem_bytes: float
+    gpu_mem_bytes: float  # what memory is compared with: the device's reported memory (the label for textbook)
     usable_bytes: float
     candidates: int
     feasible: int
@@ -88,7 +88,8 @@ class PlanView:
             params=q,
             title=f"{m.name}{active} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences of {m.seq:,} tokens",
             seq=int(m.seq),
-            gpu_mem_bytes=g.mem_bytes, usable_bytes=result.usable, candidates=len(frame),
+            gpu_mem_bytes=g.mem_bytes if q.memory_framework == "textbook" else g.capacity_bytes,
+            usable_bytes=result.usable, candidates=len(frame),
             feasible=len(result.feasible), simulations=result.simulations, top=frame.head(TOP_ROWS).copy(),
             top_feasible=frame[frame["feasible"]].head(TOP_ROWS).copy(), points=_points(frame),
             recommendation=rec, exports=exports, notes=result.notes, zero_link_base=zero_base(result),
