@@ -129,7 +129,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                     gate.hopeless, gate.floor, np.isfinite(total) & ~(total <= usable - need), total,
                     split_ok.crosses, split_ok.too_deep, gate.rules)
     reasons, counts, groups = checks.reasons(c, model, gpu, static)
-    frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (dev, acts, worst, usable, gpu.capacity_bytes),
+    frame = ranked(_columns(c, mem, costs, {**order, **sims}, times, (dev, acts, worst, usable, device),
                             (reasons, counts == 0, warned, groups), split_ok.crosses, keys), c.size, outside, counts)
     if any("simulation budget" in r for r in set(refused[refused != ""].tolist())):
         notes.append(f"The simulation budget ({simulation.SIM_BUDGET:,} operations per plan) ran out: some candidates "
