@@ -74,9 +74,6 @@ class StateBytes:
     source: str
     grad_fp16: float = 0.0  # the gradient buffer under fp16 where it differs from bf16's (0: the same)
 
-    def first_sharded(self, component: str) -> int:
-        return dict(self.sharded_from)[component]
-
 
 @dataclass(frozen=True)
 class Loss:

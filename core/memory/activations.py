@@ -58,9 +58,8 @@ def per_layer_bytes(seq, micro_batch_size, hidden, heads, t=1, sequence_parallel
 
 def _per_layer(a: Shape) -> np.ndarray:
     s, b = _spec_number("seq", a.seq), _spec_number("mb", a.micro_batch_size)
-    _spec_number("hidden", a.hidden)
     t, cp = _spec_number("t", a.t), _spec_number("cp", a.cp)
-    _spec_number("heads", a.heads)
+    _spec_number("hidden", a.hidden), _spec_number("heads", a.heads)  # range checks: a bad value is named here
     validate.choice_codes("recompute", a.recompute, RECOMPUTE_MODES)
     return saved.layer_bytes(a.coefficients(), a.widths(), s, b, t, a.sequence_parallel, cp, a.recompute)
 
