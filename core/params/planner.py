@@ -180,8 +180,8 @@ ASSUMPTIONS = table(
     Spec("reserve_frac", "float", 0.0, 0.0, 0.9, label="Extra memory reserve",
          help="Share of each GPU's memory held back beyond what the memory model counts. A framework's accounting "
               "already counts its buffers, workspaces, loss peak, allocator reserve, CUDA context and NCCL buffers "
-              "against the memory the device reports (core.frameworks; checked against measured peaks, README "
-              "'Memory'); under the textbook accounting about 0.1 covers what it leaves out."),
+              "against the memory the device reports (core.frameworks; checked against measured peaks, "
+              "docs/memory.md); under the textbook accounting about 0.1 covers what it leaves out."),
     Spec("pcie_bw", "float", 25.0, 0.1, 10000.0, label="Host link bandwidth", unit="GB/s per direction",
          help="Offload traffic per GPU: PCIe 4.0 x16 is 32 GB/s per direction on paper, about 25 in practice."),
     Spec("cpu_adam", "float", 1.0, 0.001, 1000.0, label="CPU optimizer rate", unit="billion parameters/s per GPU",

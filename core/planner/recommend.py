@@ -282,7 +282,7 @@ def _assumptions(result: PlanResult) -> tuple[str, ...]:
         "output layer's inputs and the loss's logits; the worse of the two is reported.",
         "Memory counted as (column memory_accounting): a framework's accounting adds its gradient buffers, "
         "communication buckets, workspaces, the loss's peak and the caching allocator's reserve share fitted on "
-        "measured peaks (README 'Memory'); the textbook accounting adds none of them.",
+        "measured peaks (docs/memory.md); the textbook accounting adds none of them.",
         f"Step time: every operation of a layer timed on the {result.gpu.name} (GEMMs by roofline and inner-dimension "
         "efficiency, memory-bound kernels at HBM bandwidth, tensor-parallel collectives as Megatron-LM issues them; "
         "core.cost.layer_ops); the pipeline simulated with those forward / backward / weight-gradient times and the "
