@@ -7,8 +7,8 @@ Everything a page shows is drawn by the page itself (pages/*.py), from core thro
 import streamlit as st
 
 from core.runtime import keep_freed_memory
-from ui.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
-from ui.links import ROOT, available_pages, share_slot
+from ui.shared.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
+from ui.shared.links import ROOT, available_pages, share_slot
 
 keep_freed_memory()  # see core/runtime.py: a new large configuration reuses memory instead of re-faulting it
 
@@ -20,7 +20,7 @@ st.set_page_config(
     menu_items={"About": f"**{APP_NAME}**: pipeline schedules, ZeRO/FSDP memory and t x p x d layouts."},
 )
 
-# The pages come from one registry (ui.links.PAGES: file, title, url_path, icon, description). The list is
+# The pages come from one registry (ui.shared.links.PAGES: file, title, url_path, icon, description). The list is
 # explicit (no glob), so a stray file in pages/ never becomes a page by accident.
 pages = [
     st.Page(ROOT / p.file, title=p.title, icon=p.icon, url_path=p.url_path or None, default=not p.url_path,
@@ -31,5 +31,5 @@ current = st.navigation(pages, position="sidebar")
 
 sidebar_brand()
 presentation_toggle()  # in the main script, so `present` stays in the URL on every page
-share_slot(st.sidebar.container())  # every page's link to share goes here (ui.links.copy_link_box)
+share_slot(st.sidebar.container())  # every page's link to share goes here (ui.shared.links.copy_link_box)
 current.run()

@@ -28,9 +28,9 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from core.params.pipeline import SCHEDULE_NAMES  # noqa: E402
 from core.pipeline.result import PipelineParams  # noqa: E402
 from core.pipeline.view import pipeline_view  # noqa: E402
-from ui import layout  # noqa: E402
+from ui.shared import layout  # noqa: E402
 
-# The script's own work: the pauses that let a browser paint the headline first (ui.layout.first_paint) are
+# The script's own work: the pauses that let a browser paint the headline first (ui.shared.layout.first_paint) are
 # measured where they act, by bench/bench_browser.py.
 layout.FIRST_PAINT_S = layout.RERUN_PAINT_S = 0.0
 

@@ -115,9 +115,9 @@ def page_rows() -> list[dict]:
     """The Planner page's server-side rerun times (AppTest), default and largest allowed settings. An assumption
     step re-plans: the first (efficiency 0.5) changes the cost ratios of most candidates, so their simulation keys
     are new (130 at the defaults); a second small step (0.5 -> 0.51) finds nearly all of them cached."""
-    import ui.layout
+    from ui.shared import layout
 
-    ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0  # no browser is painting (as bench/bench_pages.py)
+    layout.FIRST_PAINT_S = layout.RERUN_PAINT_S = 0  # no browser is painting (as bench/bench_pages.py)
     simulation.clear_cache()
     plan_cache.clear()
     rows = []

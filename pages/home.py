@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui.layout import APP_NAME, APP_TAGLINE
-from ui.links import PAGES, available_pages, copy_link_box, link_to_page
-from ui.page_state import enter_page
+from ui.shared.layout import APP_NAME, APP_TAGLINE
+from ui.shared.links import PAGES, available_pages, copy_link_box, link_to_page
+from ui.shared.page_state import enter_page
 
 st.title(APP_NAME)
 enter_page("home", {})  # the home page has no inputs; a page opened from here brings back its own

@@ -11,11 +11,11 @@ from core.params.lecture import ANSWERS, LECTURE, LECTURE_VIEW, PARTS
 from ui import cache_lecture as cl
 from ui import figures_lecture as fl
 from ui import lecture_text as lt
-from ui.layout import page_header
-from ui.links import copy_link_box
-from ui.page_state import enter_page
-from ui.url_state import sync_url
-from ui.widgets import show_notices, spec_input
+from ui.shared.layout import page_header
+from ui.shared.links import copy_link_box
+from ui.shared.page_state import enter_page
+from ui.shared.url_state import sync_url
+from ui.shared.widgets import show_notices, spec_input
 
 SPECS = {**LECTURE, **ANSWERS, **LECTURE_VIEW}
 STEPS = {"e1_idle": 0.5, "e2_psi": 0.5, "e2_mem": 1.0, "e3_gb": 0.1, "r1_mem": 1.0}  # slider steps of the float inputs

@@ -19,13 +19,13 @@ from ui import figures_pipeline as figs
 from ui import inputs_pipeline as inputs
 from ui import timeline_pipeline as notes
 from ui.exports_pipeline import text_and_downloads
-from ui.layout import first_paint, is_presentation, page_header
-from ui.page_state import enter_page
 from ui.pipeline_memory import STAGE_KEYS, frontier_section, stage_inputs, view_toggles
-from ui.tables import percent
+from ui.shared.layout import first_paint, is_presentation, page_header
+from ui.shared.page_state import enter_page
+from ui.shared.tables import percent
+from ui.shared.url_state import sync_url
+from ui.shared.widgets import confirm, peek, show_notices, spec_input, url_inputs
 from ui.upload_pipeline import action_table_section
-from ui.url_state import sync_url
-from ui.widgets import confirm, peek, show_notices, spec_input, url_inputs
 
 MAIN = ["schedule", "p", "m", "v", "tf", "tb", "tw", "tcomm", "iterations", "recompute"]
 STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1}
@@ -123,7 +123,7 @@ def drawings(views: dict, params: PipelineParams, equal: bool, rows: tuple, fron
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""
     inputs.apply_play_step()  # Play's next cursor position, before anything reads the cursor
-    # Numbers first (ui.widgets.peek): the headline is computed from the values the widgets will return
+    # Numbers first (ui.shared.widgets.peek): the headline is computed from the values the widgets will return
     # and drawn before the sidebar's widgets, so a shared link shows its numbers first.
     values = peek(PIPELINE, MAIN + STAGE_KEYS)
     view_values = peek(VIEW)

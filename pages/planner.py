@@ -25,12 +25,12 @@ from core.views.fallback import settled
 from ui import cache_planner as cp
 from ui import figures_planner as fp
 from ui.exports_planner import exports_section
-from ui.layout import first_paint, is_presentation, page_header
-from ui.links import copy_link_box
-from ui.page_state import enter_page
 from ui.recommendation_planner import summary
-from ui.url_state import sync_url
-from ui.widgets import confirm, grid, peek, show_notices, spec_input
+from ui.shared.layout import first_paint, is_presentation, page_header
+from ui.shared.links import copy_link_box
+from ui.shared.page_state import enter_page
+from ui.shared.url_state import sync_url
+from ui.shared.widgets import confirm, grid, peek, show_notices, spec_input
 
 SPECS = {**PLAN, **VIEW}
 
@@ -110,7 +110,7 @@ def chart_and_table(q: PlannerParams, view) -> dict:
 @st.fragment
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""
-    v: dict = peek(SPECS)  # numbers first (ui.widgets.peek): the values the inputs below will return
+    v: dict = peek(SPECS)  # numbers first (ui.shared.widgets.peek): the values the inputs below will return
     peeked = dict(v)
     q, view = headline(v)
     copy_link_box(v, SPECS, "planner")  # early: a link copied while the page reruns is already this view's

@@ -16,11 +16,11 @@ from core.views.fallback import settled
 from ui import cache_zero as cz
 from ui import figures_zero as fz
 from ui import zero_tabs as zt
-from ui.layout import first_paint, page_header
-from ui.links import copy_link_box
-from ui.page_state import enter_page
-from ui.url_state import sync_url
-from ui.widgets import confirm, grid, peek, show_notices, spec_input
+from ui.shared.layout import first_paint, page_header
+from ui.shared.links import copy_link_box
+from ui.shared.page_state import enter_page
+from ui.shared.url_state import sync_url
+from ui.shared.widgets import confirm, grid, peek, show_notices, spec_input
 
 SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.ACT, **zp.WRAP, **zp.DEMO}
 
@@ -127,7 +127,7 @@ def main_view(q, view, unit: str, model: str) -> None:
 @st.fragment
 def body() -> None:
     """Inputs and everything drawn from them, as a fragment: a widget step reruns this, not app.py."""
-    v: dict = peek(SPECS)  # numbers first (ui.widgets.peek): the values the inputs below will return
+    v: dict = peek(SPECS)  # numbers first (ui.shared.widgets.peek): the values the inputs below will return
     peeked = dict(v)
     q, shape, _, view = headline(v)
     copy_link_box(v, SPECS, "zero")  # early: a link copied while the page reruns is already this view's

@@ -43,9 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     st_config.get_config_options()  # parse .streamlit/config.toml now, so our override wins
     st_config.set_option("client.showErrorDetails", "full", "tests/conftest.py")
     import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names core.params reads (as the CLI
-    import ui.layout  # and the pages do: a test of core.params alone sees them too)
+    from ui.shared import layout  # and the pages do: a test of core.params alone sees them too)
 
-    ui.layout.FIRST_PAINT_S = ui.layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
+    layout.FIRST_PAINT_S = layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
     import ui.inputs_pipeline
 
     ui.inputs_pipeline.PLAY_TICK_S = 0.0  # Play's steps follow each other at once (no one watches them)
@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def shared_link(at) -> str:
-    """The link to share that a page shows (ui.links.copy_link_box), from an AppTest run."""
+    """The link to share that a page shows (ui.shared.links.copy_link_box), from an AppTest run."""
     for md in at.markdown:
         found = re.match(r"Link to this view: \[`([^`]*)`\]", md.value)
         if found:

@@ -15,9 +15,9 @@ from core.errors import InputError
 from core.params import all_tables
 from core.params.pipeline import PIPELINE
 from tests.conftest import ROOT, shared_link
-from ui.cache import cached, clear_all
-from ui.links import PAGES, available_pages, encode_params, page_link_with_params
-from ui.url_state import format_value
+from ui.shared.cache import cached, clear_all
+from ui.shared.links import PAGES, available_pages, encode_params, page_link_with_params
+from ui.shared.url_state import format_value
 
 APP = str(ROOT / "app.py")
 INPUTS_PAGE = str(ROOT / "tests" / "apps" / "spec_inputs.py")

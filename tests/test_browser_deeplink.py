@@ -1,7 +1,7 @@
 """A shared link opened first thing on a freshly started server gets the whole app, not a bare page.
 
 Streamlit runs a deep link in its older pages/-folder mode until some session has run app.py's
-st.navigation; ui.layout.run_through_app switches that off. This needs a server of its own: the
+st.navigation; ui.shared.layout.run_through_app switches that off. This needs a server of its own: the
 shared `streamlit_server` fixture may already have served "/".
 """
 

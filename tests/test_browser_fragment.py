@@ -1,6 +1,6 @@
 """A widget step reruns only the page's fragment (pages/*.py `body`), not app.py: what that must not break.
 
-The link to share lives in app.py's sidebar slot (ui.links.share_slot) but is written by the fragment. After a
+The link to share lives in app.py's sidebar slot (ui.shared.links.share_slot) but is written by the fragment. After a
 step that reran only the fragment, the slot must hold exactly one link, in its place under the presentation
 toggle, carrying the new value; and the headline must follow the input.
 """

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import ARTIFACTS, free_port, serve
-from ui.layout import APP_NAME
-from ui.links import PAGES, available_pages
+from ui.shared.layout import APP_NAME
+from ui.shared.links import PAGES, available_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 

@@ -75,7 +75,7 @@ def test_time_cursor_steps_and_lands_in_the_url(page, streamlit_server):
 
 
 def test_direct_link_on_a_fresh_server_runs_the_app_frame(page):
-    # Streamlit would run a pages/ file on its own until some session ran app.py; ui.layout's
+    # Streamlit would run a pages/ file on its own until some session ran app.py; ui.shared.layout's
     # run_through_app makes the first visitor of a shared link get the whole app (presentation mode).
     with serve(server_command(free_port()), "pipeline-fresh-server.log") as base:
         page.goto(base + "/pipeline?present=true")

@@ -13,8 +13,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from ui.links import available_pages
-from ui.widgets import LINK_NOTICE_TITLE
+from ui.shared.links import available_pages
+from ui.shared.widgets import LINK_NOTICE_TITLE
 
 TIMEOUT = 60
 WIDGETS = ("slider", "select_slider", "number_input", "selectbox", "radio", "checkbox", "toggle", "text_input",

@@ -53,7 +53,7 @@ def makespan(at):
 
 
 def md_table(at, first):
-    """The markdown table (ui.tables) whose first column is `first`, as {column: [cell texts]}."""
+    """The markdown table (ui.shared.tables) whose first column is `first`, as {column: [cell texts]}."""
     for md in at.markdown:
         lines = md.value.splitlines()
         if lines and lines[0].startswith(f"| {first} |"):

@@ -52,7 +52,7 @@ def test_equal_memory_compare_gives_1f1b_more_smaller_micro_batches():
     at = run({"schedule": "v-half", "p": "8", "m": "32", "compare": ["1f1b", "gpipe"], "equal_mem": "true", **EQUAL})
     assert not at.exception
     matched = next(d.value for d in at.dataframe if "activation memory" in d.value.columns)  # the compare table
-    rows = {r["schedule"]: r for r in matched.to_dict("records")}  # above it is markdown (ui.tables)
+    rows = {r["schedule"]: r for r in matched.to_dict("records")}  # above it is markdown (ui.shared.tables)
     assert rows["1f1b"]["m"] == 52 and rows["1f1b"]["activation memory"] <= 5  # 8 x 32/52 = 4.92
     assert "gpipe cannot hold 5" in captions(at)  # GPipe holds the whole batch at any m
 

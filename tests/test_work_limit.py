@@ -1,4 +1,4 @@
-"""The server-wide work limit (ui/work_limit.py) and the work counts it acts on (core.views.work).
+"""The server-wide work limit (ui/shared/work_limit.py) and the work counts it acts on (core.views.work).
 
 Heavy work runs one at a time while light work goes on; a thread holding a slot is not made to wait for another;
 what a page computes is said in words; memory freed by finished work goes back to the system.
@@ -16,7 +16,7 @@ from core.params.planner import PlannerParams
 from core.runtime import keep_freed_memory, release_freed_memory
 from core.views import work
 from core.views.pipeline import PipelineParams
-from ui.work_limit import Limiter, progress_text
+from ui.shared.work_limit import Limiter, progress_text
 
 COSTLY = PlannerParams(model="deepseek-v3", gpus=61440, seq=1048576, mb_sizes=(1, 2, 3, 4, 5, 6, 7, 8), offload="all")
 HEAVY = work.Work("heavy", 1, True)
@@ -102,7 +102,7 @@ def test_freed_memory_goes_back_to_the_system():
 
 
 def test_plans_queue_in_their_own_lane_and_other_light_work_in_none():
-    from ui import work_limit
+    from ui.shared import work_limit
 
     assert work.planner_work(PlannerParams()).lane == "plans" and work.planner_work(COSTLY).lane == "heavy"
     assert work.pipeline_work(PipelineParams()).lane == "" and work.planner_work(PlannerParams()).release

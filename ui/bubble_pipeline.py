@@ -11,7 +11,7 @@ import streamlit as st
 from core.views.pipeline import PipelineParams, PipelineView
 from ui import figures_pipeline as figs
 from ui.pipeline_memory import derivation, stage_section
-from ui.tables import markdown_table
+from ui.shared.tables import markdown_table
 
 
 def closed_form_caption(main: PipelineView) -> None:

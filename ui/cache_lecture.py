@@ -7,7 +7,7 @@ and moving one slider recomputes one answer. Results are small frozen dataclasse
 from __future__ import annotations
 
 from core.views import lecture
-from ui.cache import cached
+from ui.shared.cache import cached
 
 
 @cached(max_entries=64)

@@ -18,7 +18,7 @@ from core.views.pipeline import (
     trace_json,
 )
 from core.views.work import pipeline_work
-from ui.cache import cached
+from ui.shared.cache import cached
 
 MIN_COMPARE_BINS = 150  # per schedule in compare mode: the figure's total size stays bounded
 MIN_COMPARE_BARS = 600

@@ -20,8 +20,8 @@ from core.params.planner import PlannerParams
 from core.views import planner as pv
 from core.views.work import planner_work
 from ui import figures_planner as fp
-from ui.cache import cached
-from ui.links import page_link_with_params
+from ui.shared.cache import cached
+from ui.shared.links import page_link_with_params
 
 ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.MOE, **zero_page.ACT}
 # A parameter set is keyed by its repr (every field, exactly): Streamlit's own hash walks the dataclass field by

@@ -7,7 +7,7 @@ same object; here it is only cached per parameter set.
 from __future__ import annotations
 
 from core.views import zero
-from ui.cache import cached
+from ui.shared.cache import cached
 
 zero_view = cached(max_entries=64)(zero.zero_view)
 fsdp_view = cached(max_entries=64)(zero.fsdp_table)

@@ -15,7 +15,7 @@ from core.views.pipeline import PipelineParams, PipelineView
 from ui import cache_pipeline as cache
 from ui import figures_pipeline as figs
 from ui.pipeline_memory import equal_memory_notes, matched
-from ui.tables import markdown_table, percent
+from ui.shared.tables import markdown_table, percent
 
 SHARES = ("idle share", "relative to ideal", "efficiency", "closed form idle share", "simulated, same convention")
 

@@ -12,7 +12,7 @@ import streamlit as st
 from core.errors import InputError
 from core.params.planner import VIEW, PlannerParams
 from ui import cache_planner as cp
-from ui.widgets import spec_input
+from ui.shared.widgets import spec_input
 
 EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),
            ("megatron", "Megatron-LM command", "megatron_pretrain.sh", "bash"),

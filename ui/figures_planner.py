@@ -12,7 +12,7 @@ import streamlit as st
 from core import units
 from core.views.planner import BREAKDOWN_COLUMNS as COLUMN
 from core.views.planner import BREAKDOWN_LABELS as LABELS
-from ui.layout import is_presentation
+from ui.shared.layout import is_presentation
 
 FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
 PARTS = {"gemm": "#0072B2", "attention": "#56B4E9", "memory_bound": "#009E73", "tp": "#E69F00", "pp": "#F0E442",

@@ -2,7 +2,7 @@
 
 Builders take core's results in bytes and only convert them for display, through core.units (GB = 1e9 or
 GiB = 2^30, always named on the axis). No formula lives here: totals, floors, fits and ratios all arrive
-from core. Fonts grow in presentation mode (ui.layout.is_presentation) so a projector stays readable.
+from core. Fonts grow in presentation mode (ui.shared.layout.is_presentation) so a projector stays readable.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import streamlit as st
 
 from core import units
 from core.views.zero import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
-from ui.layout import is_presentation
+from ui.shared.layout import is_presentation
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
 COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",

@@ -1,8 +1,8 @@
-"""The Pipeline page's own inputs that ui.widgets has no kind for: the compared schedules and the cursor.
+"""The Pipeline page's own inputs that ui.shared.widgets has no kind for: the compared schedules and the cursor.
 
 - compare_input(): a multiselect bound to the repeated URL key `compare` (?compare=zb-h1&compare=zbv).
   Streamlit silently drops unknown options from a bound multiselect; we check each item with the
-  COMPARE spec first (as ui.url_state does for single values), so a bad item is left out with a
+  COMPARE spec first (as ui.shared.url_state does for single values), so a bad item is left out with a
   plain-text notice and the URL is repaired once.
 - cursor_input(): the time cursor, one state for everything that moves it: the slider (`cursor`, % of the
   makespan), step buttons to the previous / next moment something starts or ends
@@ -25,8 +25,8 @@ from core.errors import InputError
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import COMPARE, VIEW
 from core.views.pipeline import TimelineView, step_cursor
-from ui.links import copy_link_box
-from ui.widgets import help_of, label_of, show_notices, spec_input
+from ui.shared.links import copy_link_box
+from ui.shared.widgets import help_of, label_of, show_notices, spec_input
 
 _NOTICES = "_pipeline_compare_notices"
 _LAST_FIX = "_pipeline_compare_last_fix"
@@ -36,7 +36,7 @@ def check_compare_url() -> None:
     """Validate the repeated `compare` URL values before the widget exists; may st.rerun() once.
 
     Notices are kept in session state until compare_notices() takes them, so a later repair rerun
-    of other keys (ui.url_state.sync_url) does not lose them: call this first, then sync_url.
+    of other keys (ui.shared.url_state.sync_url) does not lose them: call this first, then sync_url.
     """
     key = COMPARE.key
     if key in st.session_state or key not in st.query_params:
@@ -80,7 +80,7 @@ def compare_notices() -> list[str]:
 
 
 def peek_compare() -> list[str]:
-    """The schedules compare_input will return in this run, before it exists (see ui.widgets.peek)."""
+    """The schedules compare_input will return in this run, before it exists (see ui.shared.widgets.peek)."""
     key = COMPARE.key
     raw = st.session_state[key] if key in st.session_state else st.query_params.get_all(key)
     out: list[str] = []
@@ -161,7 +161,7 @@ def keep_playing(views: Sequence[TimelineView], cursor: float) -> None:
     if PLAY_TICK_S > 0:
         time.sleep(PLAY_TICK_S)
     try:
-        st.rerun(scope="fragment")  # the page's body only (ui.widgets' fragment), not app.py
+        st.rerun(scope="fragment")  # the page's body only (ui.shared.widgets' fragment), not app.py
     except StreamlitAPIException:  # this run was a full one (the page just loaded): rerun it all
         st.rerun()
 

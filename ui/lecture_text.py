@@ -8,7 +8,7 @@ from __future__ import annotations
 from core.params.memory import MAX_ND
 from core.units import fmt_bytes
 from core.views import lecture
-from ui.tables import plural
+from ui.shared.tables import plural
 
 # --- words that follow their numbers ------------------------------------------------------------------------
 

@@ -23,9 +23,9 @@ from core.views.pipeline import (
 )
 from core.views.work import frontier_work, match_work
 from ui import figures_memory
-from ui.cache import cached
 from ui.figures_pipeline import modebar_config
-from ui.widgets import spec_input, url_inputs
+from ui.shared.cache import cached
+from ui.shared.widgets import spec_input, url_inputs
 
 STAGE_KEYS = ["layers", "first_stage_layers", "last_stage_layers", "layers_per_stage", "embed_time", "head_time",
               "embed_memory", "head_memory", "first_stage", "last_stage", "stage_costs"]

@@ -10,7 +10,7 @@ import streamlit as st
 
 from core.params.pipeline import PIPELINE
 from ui import cache_planner as cp
-from ui.links import link_to_page
+from ui.shared.links import link_to_page
 
 
 def summary(view) -> None:

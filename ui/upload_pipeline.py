@@ -11,7 +11,7 @@ from core.params.upload import LIMITS, UPLOAD_MB
 from core.views.pipeline import Imported, PipelineParams
 from core.views.pipeline import imported as timed_table
 from ui import figures_pipeline as figs
-from ui.cache import cached
+from ui.shared.cache import cached
 
 
 @cached(max_entries=8, max_size="100MB")

@@ -12,7 +12,7 @@ from core.views import zero as zv
 from core.views.pipeline import takes_v
 from ui import cache_zero as cz
 from ui import figures_zero as fz
-from ui.tables import plural
+from ui.shared.tables import plural
 
 
 def summary_caption(q, view, model: str) -> str:

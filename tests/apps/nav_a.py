@@ -4,8 +4,8 @@ import streamlit as st
 
 from core.params.pipeline import PIPELINE
 from tests.apps.nav_pages import PAGE_B
-from ui.links import link_to_page
-from ui.widgets import url_inputs
+from ui.shared.links import link_to_page
+from ui.shared.widgets import url_inputs
 
 values = url_inputs(PIPELINE, ["p", "schedule"])
 st.text(f"A p={values['p']} schedule={values['schedule']}")

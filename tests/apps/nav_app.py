@@ -4,7 +4,7 @@ import streamlit as st
 
 import core.pipeline.schedules  # noqa: F401  registers the schedules, whose names the pages' PIPELINE specs read
 from tests.apps.nav_pages import PAGE_A, PAGE_B
-from ui.links import ROOT
+from ui.shared.links import ROOT
 
 
 def home() -> None:

@@ -1,4 +1,4 @@
-"""Test page: every input of one spec table through ui.widgets, values echoed as plain text (AppTest).
+"""Test page: every input of one spec table through ui.shared.widgets, values echoed as plain text (AppTest).
 
 The table is chosen by the unbound query parameter `table` ("module:NAME", default the Pipeline table),
 so one page covers every table in core.params.
@@ -9,8 +9,8 @@ import json
 
 import streamlit as st
 
-from ui.links import copy_link_box
-from ui.widgets import url_inputs
+from ui.shared.links import copy_link_box
+from ui.shared.widgets import url_inputs
 
 module, name = st.query_params.get("table", "core.params.pipeline:PIPELINE").split(":")
 specs = getattr(importlib.import_module(module), name)

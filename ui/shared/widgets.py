@@ -8,7 +8,7 @@ Every widget gets ``key=spec.key`` and ``bind="query-params"``, so the URL is th
 copied link reproduces the view. Label, help, bounds and default come from the Spec; the widget kind
 follows the spec's kind (bool -> toggle, choice -> selectbox, int -> slider for a span of at most
 SLIDER_MAX_SPAN else number_input, float -> number_input, floats -> text input). Before the first
-widget exists the URL is checked with our own parser (ui.url_state.sync_url), so a hand-edited link
+widget exists the URL is checked with our own parser (ui.shared.url_state.sync_url), so a hand-edited link
 never reaches a widget unchecked, and what was wrong is shown as plain text (show_notices).
 Returned values are parsed by the Spec again, so a page gets typed, in-range values only.
 
@@ -29,7 +29,7 @@ import streamlit as st
 
 from core.errors import InputError
 from core.params import Spec
-from ui.url_state import format_value, sync_url
+from ui.shared.url_state import format_value, sync_url
 
 SLIDER_MAX_SPAN = 128  # int inputs with hi - lo up to this get a slider, wider ones a number box
 

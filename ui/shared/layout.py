@@ -15,15 +15,15 @@ from typing import Any
 import streamlit as st
 
 from core.params import Spec, table
-from ui.links import PageEntry, find_page
-from ui.widgets import spec_input
+from ui.shared.links import PageEntry, find_page
+from ui.shared.widgets import spec_input
 
 APP_NAME = "Pipeline planner"
 APP_TAGLINE = "How a large model is split across GPUs: pipeline schedules, ZeRO/FSDP memory, t x p x d layouts."
 # The favicon is a file served by this server: a Material icon name would make every browser fetch its picture from
 # fonts.gstatic.com (Streamlit 1.67's frontend), which a classroom without internet waits on (issue 23 item 4).
-APP_ICON = str(Path(__file__).resolve().parent.parent / "assets" / "favicon.png")
-PRESENTATION_CSS = Path(__file__).resolve().parent.parent / "assets" / "presentation.css"
+APP_ICON = str(Path(__file__).resolve().parents[2] / "assets" / "favicon.png")
+PRESENTATION_CSS = Path(__file__).resolve().parents[2] / "assets" / "presentation.css"
 
 # Inputs of the frame itself (not of any engine), in the same Spec form as core's tables.
 LAYOUT = table(

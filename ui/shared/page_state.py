@@ -12,7 +12,7 @@ page its own: a URL that carries any of its inputs (an explicit link, a shared U
 rest at their defaults; a URL without them (the sidebar's) brings back the values the page had when the user
 last left it in this session, or the defaults. So sidebar navigation opens a page from its own
 state or its defaults, a page's URL holds only its own inputs, and carrying a configuration from one page to
-another is always an explicit link that maps the inputs the target understands (ui.links.link_to_page).
+another is always an explicit link that maps the inputs the target understands (ui.shared.links.link_to_page).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from streamlit.errors import StreamlitAPIException
 
 from core.errors import InputError
 from core.params import Spec
-from ui.url_state import format_value
+from ui.shared.url_state import format_value
 
 _CURRENT = "_ui_page_current"  # (page, its keys) of the last run
 _SAVED = "_ui_page_saved"  # {page: {key: value}}: each page's inputs as the user left them

@@ -1,6 +1,6 @@
 """A server-wide limit on heavy page work, so one student's large question cannot take the server from the class.
 
-Every cached core call that can be large declares its size (`cached(work=...)` in ui/cache.py, counted by
+Every cached core call that can be large declares its size (`cached(work=...)` in ui/shared/cache.py, counted by
 core.views.work before anything runs). Light work runs at once, in the session's own thread, as before. Heavy work
 (a plan of over 100,000 candidate layouts, a timeline of over 262,144 operations, the frontier of every schedule
 over 1,048,576) takes one of HEAVY_SLOTS slots, shared by every session of the process, and waits for one when all

@@ -1,6 +1,6 @@
 """Read the URL before any widget exists; repair it so that bound widgets only ever see clean values.
 
-Widgets are created with ``key=spec.key, bind="query-params"`` (see ui.widgets), so the URL *is* the
+Widgets are created with ``key=spec.key, bind="query-params"`` (see ui.shared.widgets), so the URL *is* the
 page state. Streamlit 1.67 does the binding; this module adds what it lacks: our stricter validation and
 a visible notice. What we learned from the 1.67 source (runtime/state/session_state.py,
 query_params.py) and from experiments (AppTest and Chromium):
@@ -19,7 +19,7 @@ query_params.py) and from experiments (AppTest and Chromium):
   bound in the main script (app.py's sidebar, e.g. ``present``) survive; unbound params are dropped by
   the sidebar navigation. Coming back to a page through the sidebar restores its last values.
   ``st.page_link(..., query_params=...)`` to another page drops any key that is bound on the page you
-  come from (Streamlit filters params "bound to other pages"): see ui.links.link_to_page.
+  come from (Streamlit filters params "bound to other pages"): see ui.shared.links.link_to_page.
 - AppTest: ``at.query_params`` seeds the first run and shows the backend's query string after a run
   (our repairs and Streamlit's removals), but not widget -> URL updates, which the browser makes.
 

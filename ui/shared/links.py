@@ -25,9 +25,9 @@ from urllib.parse import quote, urlencode
 import streamlit as st
 
 from core.params import Spec
-from ui.url_state import format_value
+from ui.shared.url_state import format_value
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The one way pages call core: bounded, silent st.cache_data wrappers around a page's view model.
 
-Each page has its wrappers in `ui/cache_<page>.py`, around the functions of its view, core.views.<page>:
+Each page has its wrappers in `ui/<page>/cache.py`, around the functions of its view, core.views.<page>:
 
     from core.views.pipeline import PipelineParams, PipelineView, pipeline_view
-    from ui.cache import cached
+    from ui.shared.cache import cached
 
     @cached(max_entries=48, max_size="300MB")
     def view(params: PipelineParams) -> PipelineView:
@@ -21,7 +21,8 @@ Rules:
 - core raises InputError for inputs it refuses: st.cache_data does not cache exceptions, so the page
   catches it and shows the message (st.error(str(exc)) is fine: core's messages are our own text).
 - A call that can be large says how large (`work=`, a core.views.work counter taking the same arguments): a miss
-  of heavy work then runs in one of the server's few slots (ui/work_limit.py) and the page shows what it computes.
+  of heavy work then runs in one of the server's few slots (ui/shared/work_limit.py) and the page shows
+  what it computes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from core.views.work import Work
-from ui import work_limit
+from ui.shared import work_limit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,7 +46,7 @@ def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None
            work: Callable[..., Work] | None = None) -> Callable[[F], F]:
     """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds (hash_funcs: as
     st.cache_data's, e.g. a parameter dataclass keyed by its repr instead of Streamlit's field-by-field hash;
-    work: the call's size, see ui/work_limit.py)."""
+    work: the call's size, see ui/shared/work_limit.py)."""
     if max_entries < 1:
         raise ValueError("max_entries must be at least 1")
 
