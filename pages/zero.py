@@ -18,6 +18,7 @@ from ui import figures_zero as fz
 from ui import zero_tabs as zt
 from ui.shared.layout import first_paint, page_header
 from ui.shared.links import copy_link_box
+from ui.shared.memory_curve import memory_vs_nd
 from ui.shared.page_state import enter_page
 from ui.shared.url_state import sync_url
 from ui.shared.widgets import confirm, grid, peek, show_notices, spec_input
@@ -115,7 +116,7 @@ def main_view(q, view, unit: str, model: str) -> None:
     st.caption(zt.summary_caption(q, view, model))
     left, right = st.columns(2)
     left.plotly_chart(fz.memory_bars(view.bars, unit, view.gpu_bytes, view.report.usable, q.stage), key="zero_bars")
-    right.plotly_chart(fz.memory_vs_nd(view.curve, view.limits, unit, q.nd, view.gpu_bytes), key="zero_curve")
+    right.plotly_chart(memory_vs_nd(view.curve, view.limits, unit, q.nd, view.gpu_bytes), key="zero_curve")
     frame = fz.stage_table(view.bars, view.report.stages, unit)
     st.dataframe(frame, hide_index=True, column_config=fz.number_format(frame))
     st.caption(("Model states follow the ZeRO paper (Rajbhandari et al. 2019). " if q.accounting == "textbook" else

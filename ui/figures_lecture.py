@@ -1,12 +1,13 @@
 """Small live figures for the Lecture page's exercises (plotly, no formulas: every value comes from
-core.views.lecture). The memory-versus-N_d figure is the ZeRO page's own (ui.figures_zero.memory_vs_nd)."""
+core.views.lecture). The memory-versus-N_d figure is the one the ZeRO page draws (ui.shared.memory_curve)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from core.views.lecture import ConventionAnswer, FitAnswer, MicrobatchAnswer, OneFOneBAnswer
-from ui.figures_zero import memory_vs_nd, style
+from ui.shared.figure_style import style
+from ui.shared.memory_curve import memory_vs_nd
 
 SCHEDULE_COLORS = {"gpipe": "#0072B2", "1f1b": "#D55E00"}
 FORMULA_COLOR, SIM_COLOR, TARGET_COLOR, RULE_COLOR = "#444444", "#D55E00", "#009E73", "#CC79A7"

@@ -1,8 +1,9 @@
-"""Plotly figures and display tables of the ZeRO page (and the Lecture page's memory questions).
+"""Plotly figures and display tables of the ZeRO page; its curve against N_d, which the Lecture page draws too,
+is ui.shared.memory_curve's.
 
 Builders take core's results in bytes and only convert them for display, through core.units (GB = 1e9 or
 GiB = 2^30, always named on the axis). No formula lives here: totals, floors, fits and ratios all arrive
-from core. Fonts grow in presentation mode (ui.shared.layout.is_presentation) so a projector stays readable.
+from core. Fonts grow in presentation mode (ui.shared.figure_style) so a projector stays readable.
 """
 
 from __future__ import annotations
@@ -15,75 +16,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import units
-from core.views.zero import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS, stage_title
-from ui.shared.layout import is_presentation
+from core.views.zero import PAPER_NAMES, STAGE_KEYS, STAGE_LABELS
+from ui.shared.figure_style import font_size, style
+from ui.shared.memory_curve import GPU_COLOR, UNIT_AXIS, to_unit
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and on a projector.
 COLORS = {"params": "#0072B2", "grads": "#E69F00", "optimizer": "#009E73", "working": "#CC79A7",
-          "gathered": "#56B4E9", "activations": "#D55E00", "framework": "#999999", "gpu": "#333333",
+          "gathered": "#56B4E9", "activations": "#D55E00", "framework": "#999999", "gpu": GPU_COLOR,
           "usable": "#777777"}
-STAGE_COLORS = ("#444444", "#332288", "#882255", "#44AA99")  # Paul Tol's muted: unlike the part colours
 PARTS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
          ("working", "streamed layer (offloaded params)"), ("gathered", "ZeRO-3 gathered layers"),
          ("activations", "activations"), ("framework", "framework buffers, allocator reserve, CUDA context"))
 EXPERT_PARTS = (("expert_params", "params", "expert parameters"), ("expert_grads", "grads", "expert gradients"),
                 ("expert_optimizer", "optimizer", "expert optimizer state"))  # hatched, in their dense colour
-UNIT_AXIS = {"GB": "GB (1e9 B)", "GiB": "GiB (2^30 B)"}
-
-
-def to_unit(nbytes, unit: str):
-    """Bytes in the display unit (core.units), arrays or scalars."""
-    return units.to_gb(nbytes) if unit == "GB" else units.to_gib(nbytes)
 
 
 def both_units(nbytes: float) -> str:
     """'31.41 GB (29.25 GiB)': the headline numbers name both units."""
     return f"{units.fmt_bytes(nbytes, 'GB')} ({units.fmt_bytes(nbytes, 'GiB')})"
-
-
-def font_size() -> int:
-    return 22 if is_presentation() else 15
-
-
-def style(fig: go.Figure, title: str, *, height: int = 420, legend_below: bool = True, width: int = 440) -> go.Figure:
-    """Common layout: title, fonts sized for the room, legend under the plot, compact margins.
-
-    The legend sits at the bottom of the figure (container coordinates) and the bottom margin is made tall enough
-    for its rows and the x axis above it, so no legend entry lands on a tick label or the axis title, and it stays
-    inside the chart. `width`: about the chart's width on a 1280-pixel projector (half the page for the ZeRO page's
-    side-by-side charts), to count how many legend entries share a row.
-    """
-    size = font_size()
-    present = is_presentation()
-    rows = _legend_rows(fig, size, width) if legend_below else 0
-    bottom = int(3.4 * size) + int(rows * 1.45 * size) + 10
-    fig.update_layout(
-        title={"text": title, "font": {"size": size + 3}},
-        font={"size": size},
-        height=int(height * (1.25 if present else 1.0)) + (bottom if legend_below else 0),
-        margin={"l": 10, "r": 10, "t": 60, "b": bottom if legend_below else 10},
-        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0, "xanchor": "left"}
-        if legend_below else {},
-        hoverlabel={"font_size": size},
-    )
-    # Streamlit's plotly theme sets its own axis and legend fonts: size them explicitly.
-    axis = {"tickfont": {"size": size - 1}, "title": {"font": {"size": size}}}
-    fig.update_xaxes(**axis)
-    fig.update_yaxes(**axis)
-    fig.update_layout(legend_font_size=size - 1)
-    return fig
-
-
-def _legend_rows(fig: go.Figure, size: int, width: int) -> int:
-    """Rows a horizontal legend needs: entries (symbol + text, about 0.55 em a character) packed into `width`."""
-    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
-    rows, used = (1 if names else 0), 0.0
-    for name in names:
-        entry = 40 + 0.55 * (size - 1) * len(name)
-        if used and used + entry > width:
-            rows, used = rows + 1, 0.0
-        used += entry
-    return rows
 
 
 def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str = "all") -> go.Figure:
@@ -131,40 +81,6 @@ def memory_bars(bars, unit: str, gpu_bytes: float, usable: float, selected: str 
     fig.update_layout(barmode="stack", xaxis={"type": "category", "tickangle": 0},
                       xaxis2={"overlaying": "x", "visible": False, "type": "linear", "range": [-0.5, len(bars) - 0.5]})
     return fig
-
-
-def memory_vs_nd(curve: pd.DataFrame, limits: dict[int, float], unit: str, nd: int | None, gpu_bytes: float,
-                 title: str = "Per-GPU model states against N_d") -> go.Figure:
-    """Log-log totals per stage over N_d, the ZeRO-1 / ZeRO-2 floors (the 4x and 8x limits), the GPU line.
-
-    Reference lines are traces in data coordinates (shapes on a log axis would need log10 coordinates),
-    named in the legend rather than labelled on the plot, where labels would collide.
-    """
-    fig = go.Figure()
-    x = curve["nd"].to_numpy()
-    ends = [x[0], x[-1]]
-    for s, key in enumerate(STAGE_KEYS):
-        fig.add_scatter(x=x, y=to_unit(curve[f"{key} [bytes]"].to_numpy(), unit), mode="lines",
-                        name=stage_title(s), line={"color": STAGE_COLORS[s], "width": 3},
-                        hovertemplate=f"{stage_title(s)}, N_d %{{x:,}}: %{{y:,.3g}} {unit}<extra></extra>")
-    for s in (1, 2):
-        floor = float(curve[f"{STAGE_KEYS[s]} floor [bytes]"].iloc[0])
-        if floor <= 0 or not math.isfinite(limits[s]):
-            continue
-        fig.add_scatter(x=ends, y=[to_unit(floor, unit)] * 2, mode="lines", hoverinfo="skip",
-                        name=f"{STAGE_LABELS[s]} floor {to_unit(floor, unit):,.2f} {unit} = DP / {limits[s]:g}",
-                        line={"color": STAGE_COLORS[s], "width": 2, "dash": "dot"})
-    gpu = to_unit(gpu_bytes, unit)
-    fig.add_scatter(x=ends, y=[gpu, gpu], mode="lines", name=f"GPU memory {gpu:,.2f} {unit}", hoverinfo="skip",
-                    line={"color": COLORS["gpu"], "width": 2, "dash": "dash"})
-    low = to_unit(float(curve[f"{STAGE_KEYS[3]} [bytes]"].min()), unit)
-    high = to_unit(float(curve[f"{STAGE_KEYS[0]} [bytes]"].max()), unit)
-    if nd is not None:
-        fig.add_scatter(x=[nd, nd], y=[min(low, gpu), max(high, gpu)], mode="lines", name=f"N_d = {nd:,}",
-                        hoverinfo="skip", line={"color": "#888888", "width": 2, "dash": "dashdot"})
-    fig.update_xaxes(type="log", dtick=1, title="data-parallel degree N_d, log")
-    fig.update_yaxes(type="log", dtick=1, title=f"per GPU, {UNIT_AXIS[unit]}, log")
-    return style(fig, title, height=460)
 
 
 def fsdp_bars(frame: pd.DataFrame, unit: str, usable: float) -> go.Figure:
