@@ -36,8 +36,8 @@ def test_one_upload_limit_in_core_and_in_streamlit_config():
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == UPLOAD_MB == 16
     assert UPLOAD_BYTES == LIMITS.bytes == 16 * 1024 * 1024  # Streamlit counts maxUploadSize x 1024 x 1024
-    readme = (ROOT / "README.md").read_text()
-    assert f"{UPLOAD_MB} MiB" in readme and "server.maxUploadSize" in readme
+    hardening = (ROOT / "docs" / "hardening.md").read_text()  # the README's "Hardening and scaling", moved
+    assert f"{UPLOAD_MB} MiB" in hardening and "server.maxUploadSize" in hardening
 
 
 @pytest.fixture(scope="module")
