@@ -1,6 +1,6 @@
 """What each page cache can hold: the largest entry measured (pickled, as st.cache_data stores it) x its bound.
 
-For every bounded cache of the pages (ui/cache_*.py, ui/pipeline_memory.py, ui/upload_pipeline.py) and of core
+For every bounded cache of the pages (ui/cache_*.py, ui/pipeline/memory.py, ui/pipeline/upload.py) and of core
 (core.pipeline.result's two operation-bounded caches, the planner's simulation caches), the entry measured on the
 largest input the page allows (or the largest question measured), and the most the cache can then hold. The
 README's "Memory" table quotes these rows; the max_size of each wrapper is set from them.
@@ -46,8 +46,8 @@ def measured() -> list[tuple[str, int, int]]:
     """(cache, largest entry in bytes, entries bound) for each page cache."""
     view = pipeline_view(BIG_PIPELINE)
     plan = pv.plan_view(BIG_PLAN)
-    rows = [("ui.cache_pipeline.view", size_of(view), 48),
-            ("ui.pipeline_memory._frontier", size_of(frontier(PipelineParams(p=64, m=1024))), 32),
+    rows = [("ui.pipeline.cache.view", size_of(view), 48),
+            ("ui.pipeline.memory._frontier", size_of(frontier(PipelineParams(p=64, m=1024))), 32),
             ("ui.cache_planner.plan_view", size_of(plan), 16),
             ("ui.cache_planner._tradeoff_spec",
              size_of(fp.tradeoff(plan.points, "time", plan.gpu_mem_bytes, plan.usable_bytes, False).to_dict()), 32),

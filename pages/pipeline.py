@@ -13,19 +13,17 @@ import streamlit as st
 from core.params.pipeline import PIPELINE
 from core.params.pipeline_view import COMPARE, VIEW
 from core.views.pipeline import PipelineParams, checked_params, cursor_time, schedule_summary, takes_v
-from ui import bubble_pipeline as bubble
-from ui import compare_pipeline as compare
-from ui import figures_pipeline as figs
-from ui import inputs_pipeline as inputs
-from ui import timeline_pipeline as notes
-from ui.exports_pipeline import text_and_downloads
-from ui.pipeline_memory import STAGE_KEYS, frontier_section, stage_inputs, view_toggles
+from ui.pipeline import bubble, compare, inputs
+from ui.pipeline import figures as figs
+from ui.pipeline import timeline as notes
+from ui.pipeline.exports import text_and_downloads
+from ui.pipeline.memory import STAGE_KEYS, frontier_section, stage_inputs, view_toggles
+from ui.pipeline.upload import action_table_section
 from ui.shared.layout import first_paint, is_presentation, page_header
 from ui.shared.page_state import enter_page
 from ui.shared.tables import percent
 from ui.shared.url_state import sync_url
 from ui.shared.widgets import confirm, peek, show_notices, spec_input, url_inputs
-from ui.upload_pipeline import action_table_section
 
 MAIN = ["schedule", "p", "m", "v", "tf", "tb", "tw", "tcomm", "iterations", "recompute"]
 STEP = {"tf": 0.1, "tb": 0.1, "tw": 0.1, "tcomm": 0.1}

@@ -46,9 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from ui.shared import layout  # and the pages do: a test of core.params alone sees them too)
 
     layout.FIRST_PAINT_S = layout.RERUN_PAINT_S = 0.0  # AppTest runs need no pause for a browser's paint
-    import ui.inputs_pipeline
+    import ui.pipeline.inputs
 
-    ui.inputs_pipeline.PLAY_TICK_S = 0.0  # Play's steps follow each other at once (no one watches them)
+    ui.pipeline.inputs.PLAY_TICK_S = 0.0  # Play's steps follow each other at once (no one watches them)
     for name in REQUIRED:  # a typo in CI's switches stops the run here, not silently skips
         required(name)
 

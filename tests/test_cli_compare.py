@@ -131,8 +131,8 @@ def test_compare_at_the_same_inputs():
 
 
 def test_cli_prints_what_the_page_shows():
-    """The page's own functions (ui/pipeline_memory.py) against the CLI's JSON, one setting."""
-    from ui.pipeline_memory import _frontier, matched
+    """The page's own functions (ui/pipeline/memory.py) against the CLI's JSON, one setting."""
+    from ui.pipeline.memory import _frontier, matched
 
     params = PipelineParams(schedule="v-half", p=8, m=32, tf=1, tb=1, tw=1)
     page = {r["schedule"]: r for r in _frontier(params)}

@@ -15,7 +15,7 @@ import pytest
 
 from core.pipeline.result import PipelineParams
 from core.pipeline.view import pipeline_view
-from ui import figures_pipeline as figs
+from ui.pipeline import figures as figs
 
 DEUTERANOPIA = np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
                          [-0.011820, 0.042940, 0.968881]])

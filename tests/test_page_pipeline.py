@@ -158,7 +158,7 @@ def test_time_cursor_veils_the_future_and_steps_through_events(caplog):
 
 
 def test_play_steps_the_one_time_cursor_to_the_end_and_stops():
-    import ui.inputs_pipeline as ip
+    import ui.pipeline.inputs as ip
 
     at = run()
     at.slider(key="cursor").set_value(10.0).run()

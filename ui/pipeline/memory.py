@@ -22,8 +22,8 @@ from core.views.pipeline import (
     match_memory,
 )
 from core.views.work import frontier_work, match_work
-from ui import figures_memory
-from ui.figures_pipeline import modebar_config
+from ui.pipeline import frontier_figure
+from ui.pipeline.figures import modebar_config
 from ui.shared.cache import cached
 from ui.shared.widgets import spec_input, url_inputs
 
@@ -76,7 +76,7 @@ def equal_memory_notes(rows: list[dict], refused: list[str], target: float) -> N
 def frontier_section(params: PipelineParams, presentation: bool, img: str) -> None:
     st.subheader("Memory against bubble, every schedule")
     rows = _frontier(replace(params, iterations=1))
-    st.plotly_chart(figures_memory.frontier(rows, params.schedule, presentation=presentation),
+    st.plotly_chart(frontier_figure.frontier(rows, params.schedule, presentation=presentation),
                     config=modebar_config(f"frontier-p{params.p}-m{params.m}", img), key="frontier_chart")
     st.caption(f"Same p = {params.p}, m = {params.m}, v = {params.v} and costs for all. Stars: the frontier, where "
                "no other schedule holds less and idles less. Memory in micro-batches of one device's share of "

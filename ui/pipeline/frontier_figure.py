@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from ui.figures_pipeline import fonts
+from ui.pipeline.figures import fonts
 
 
 def frontier(rows: Sequence[dict], current: str, *, presentation: bool = False) -> go.Figure:

@@ -7,7 +7,7 @@
   image in which each device lane holds one thin stripe per kind, darker where that kind takes more of the
   time bin (hover gives every share). Colours never mix: a blend of two kinds would be a new colour the
   legend does not explain (forward + backward made a mauve that read as DualPipeV's F&B). Several
-  views stack on one shared time axis. The time cursor is the page's one state (ui.inputs_pipeline: slider,
+  views stack on one shared time axis. The time cursor is the page's one state (ui.pipeline.inputs: slider,
   steps, Play / Pause): a figure draws the cursor it is given, and has no animation of its own.
 - memory(): micro-batches held per device over time (lines for up to MAX_LINES devices, else a
   heatmap aligned with the Gantt lanes); peaks(): peak held per device, one bar group per schedule.

@@ -1,5 +1,5 @@
 """The Pipeline page's exports of the main schedule: the text timeline in the course's notation, the PyTorch action
-CSV and the Chrome trace (made when clicked, by ui.cache_pipeline), and the same numbers' command line.
+CSV and the Chrome trace (made when clicked, by ui.pipeline.cache), and the same numbers' command line.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.views.pipeline import PipelineParams, PipelineView, cli_command
-from ui import cache_pipeline as cache
+from ui.pipeline import cache
 
 
 def text_and_downloads(main: PipelineView, params: PipelineParams) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import streamlit as st
 
 from core.views.pipeline import PipelineParams, PipelineView
-from ui import figures_pipeline as figs
-from ui.pipeline_memory import derivation, stage_section
+from ui.pipeline import figures as figs
+from ui.pipeline.memory import derivation, stage_section
 from ui.shared.tables import markdown_table
 
 

@@ -1,7 +1,7 @@
 """The schedules the Pipeline page draws side by side: the view of each (the main one at the nearest m it accepts
 when it refuses this one, the compared ones at equal memory when asked), their table and their peaks.
 
-Drawing only: each view is ui.cache_pipeline's cached core call, the equal-memory match ui.pipeline_memory's.
+Drawing only: each view is ui.pipeline.cache's cached core call, the equal-memory match ui.pipeline.memory's.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import streamlit as st
 
 from core.errors import InputError
 from core.views.pipeline import PipelineParams, PipelineView
-from ui import cache_pipeline as cache
-from ui import figures_pipeline as figs
-from ui.pipeline_memory import equal_memory_notes, matched
+from ui.pipeline import cache
+from ui.pipeline import figures as figs
+from ui.pipeline.memory import equal_memory_notes, matched
 from ui.shared.tables import markdown_table, percent
 
 SHARES = ("idle share", "relative to ideal", "efficiency", "closed form idle share", "simulated, same convention")

@@ -10,7 +10,7 @@ from core.errors import InputError
 from core.params.upload import LIMITS, UPLOAD_MB
 from core.views.pipeline import Imported, PipelineParams
 from core.views.pipeline import imported as timed_table
-from ui import figures_pipeline as figs
+from ui.pipeline import figures as figs
 from ui.shared.cache import cached
 
 
