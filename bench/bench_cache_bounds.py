@@ -55,7 +55,7 @@ def measured() -> list[tuple[str, int, int]]:
             ("ui.cache_planner.table_rows (1,000 rows)", size_of(plan.rows(False, 1000)), 32),
             ("ui.cache_planner.export_of", size_of(plan.exports), 32)]
     z, eq = _zero()
-    rows += [("ui.cache_zero.zero_view", z, 64), ("ui.cache_zero.equivalence_run (16 ranks, 100 steps)", eq, 32)]
+    rows += [("ui.zero.cache.zero_view", z, 64), ("ui.zero.cache.equivalence_run (16 ranks, 100 steps)", eq, 32)]
     return rows
 
 

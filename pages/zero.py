@@ -1,6 +1,6 @@
 """ZeRO memory: bytes per GPU under plain data parallelism and ZeRO 1-3, what offload, activations and FSDP
 wrapping change, and a live check that sharding Adam changes nothing.
-Inputs -> core (core.views.zero, cached in ui.cache_zero) -> figures.
+Inputs -> core (core.views.zero, cached in ui.zero.cache) -> figures.
 
 The body reads top to bottom: headline (numbers first) -> inputs -> the tabs' inputs -> the main view -> each tab.
 """
@@ -13,15 +13,15 @@ from core.params import zero_page as zp
 from core.params.memory import ZERO
 from core.views import zero as zv
 from core.views.fallback import settled
-from ui import cache_zero as cz
-from ui import figures_zero as fz
-from ui import zero_tabs as zt
 from ui.shared.layout import first_paint, page_header
 from ui.shared.links import copy_link_box
 from ui.shared.memory_curve import memory_vs_nd
 from ui.shared.page_state import enter_page
 from ui.shared.url_state import sync_url
 from ui.shared.widgets import confirm, grid, peek, show_notices, spec_input
+from ui.zero import cache as cz
+from ui.zero import figures as fz
+from ui.zero import tabs as zt
 
 SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.ACT, **zp.WRAP, **zp.DEMO}
 

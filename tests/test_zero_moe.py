@@ -12,7 +12,7 @@ from core.errors import InputError
 from core.params.memory import ZeroParams
 from core.views import zero as zv
 from tests.conftest import ROOT
-from ui import figures_zero as fz
+from ui.zero import figures as fz
 
 MIXTRAL = dict(params=46_700_000_000, expert_params=zv.preset_expert_params("mixtral-8x7b"), t=1, p=4, nd=64,
                ep=8, gpu_mem=80.0)

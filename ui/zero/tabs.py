@@ -1,7 +1,7 @@
 """The ZeRO page's detail tabs and its summary caption, drawn from the page's view (core.views.zero.ZeroView):
 Table 1 and communication, activations, DeepSpeed's estimator, FSDP wrapping and the sharded-Adam demo.
 
-Drawing only: every number comes from the view or from ui.cache_zero's cached core calls.
+Drawing only: every number comes from the view or from ui.zero.cache's cached core calls.
 """
 
 import streamlit as st
@@ -10,9 +10,9 @@ from core.errors import InputError
 from core.params import zero_page as zp
 from core.views import zero as zv
 from core.views.pipeline import takes_v
-from ui import cache_zero as cz
-from ui import figures_zero as fz
 from ui.shared.tables import plural
+from ui.zero import cache as cz
+from ui.zero import figures as fz
 
 
 def summary_caption(q, view, model: str) -> str:
