@@ -107,7 +107,7 @@ TARGETS = (
            ("128", "32", "256", "160", "512", "48", "96", "192", "1024", "224", "80", "112", "320", "384", "640",
             "768"),
            "from core.params.planner import PlannerParams\n"
-           "from ui.cache_planner import plan_view\n"
+           "from ui.planner.cache import plan_view\n"
            "plan_view.__wrapped__(PlannerParams(model='llama3-8b', gpus=8))\n"
            "T0 = time.perf_counter(); plan_view.__wrapped__(PlannerParams(model='llama3-70b', gpus={value}))"),
 )

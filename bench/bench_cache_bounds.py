@@ -22,7 +22,7 @@ from core.params.planner import PlannerParams  # noqa: E402
 from core.views import planner as pv  # noqa: E402
 from core.views import zero as zv  # noqa: E402
 from core.views.pipeline import PipelineParams, frontier, pipeline_view  # noqa: E402
-from ui import figures_planner as fp  # noqa: E402
+from ui.planner import figures as fp  # noqa: E402
 
 BIG_PIPELINE = PipelineParams(schedule="interleaved", p=64, m=1024, v=8)  # the simulator's largest timeline
 BIG_PLAN = PlannerParams(model="mixtral-8x22b", gpus=512, mb_sizes=(1.0, 2.0, 4.0, 8.0))  # 126,361 candidates
@@ -48,12 +48,12 @@ def measured() -> list[tuple[str, int, int]]:
     plan = pv.plan_view(BIG_PLAN)
     rows = [("ui.pipeline.cache.view", size_of(view), 48),
             ("ui.pipeline.memory._frontier", size_of(frontier(PipelineParams(p=64, m=1024))), 32),
-            ("ui.cache_planner.plan_view", size_of(plan), 16),
-            ("ui.cache_planner._tradeoff_spec",
+            ("ui.planner.cache.plan_view", size_of(plan), 16),
+            ("ui.planner.cache._tradeoff_spec",
              size_of(fp.tradeoff(plan.points, "time", plan.gpu_mem_bytes, plan.usable_bytes, False).to_dict()), 32),
-            ("ui.cache_planner._breakdown_spec", size_of(fp.breakdown(plan.breakdown_rows()).to_dict()), 32),
-            ("ui.cache_planner.table_rows (1,000 rows)", size_of(plan.rows(False, 1000)), 32),
-            ("ui.cache_planner.export_of", size_of(plan.exports), 32)]
+            ("ui.planner.cache._breakdown_spec", size_of(fp.breakdown(plan.breakdown_rows()).to_dict()), 32),
+            ("ui.planner.cache.table_rows (1,000 rows)", size_of(plan.rows(False, 1000)), 32),
+            ("ui.planner.cache.export_of", size_of(plan.exports), 32)]
     z, eq = _zero()
     rows += [("ui.zero.cache.zero_view", z, 64), ("ui.zero.cache.equivalence_run (16 ranks, 100 steps)", eq, 32)]
     return rows

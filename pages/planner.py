@@ -1,6 +1,6 @@
 """Planner: every t x p x d layout of a model on a cluster, ranked by estimated step time, with why each loser
 loses, the recommendation in plain words, and configs to paste. Inputs -> core.views.planner (cached in
-ui.cache_planner) -> figures.
+ui.planner.cache) -> figures.
 
 The body reads top to bottom: headline (numbers first) -> inputs -> summary and recommendation -> chart and
 table -> exports.
@@ -22,10 +22,10 @@ from core.params.planner import (
 )
 from core.units import fmt_bytes
 from core.views.fallback import settled
-from ui import cache_planner as cp
-from ui import figures_planner as fp
-from ui.exports_planner import exports_section
-from ui.recommendation_planner import summary
+from ui.planner import cache as cp
+from ui.planner import figures as fp
+from ui.planner.exports import exports_section
+from ui.planner.recommendation import summary
 from ui.shared.layout import first_paint, is_presentation, page_header
 from ui.shared.links import copy_link_box
 from ui.shared.page_state import enter_page

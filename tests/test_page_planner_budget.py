@@ -77,8 +77,8 @@ def test_the_csv_is_bounded_and_says_how_many(monkeypatch):
 
 
 def test_the_page_download_reads_the_cached_view(monkeypatch):
-    """ui.cache_planner.candidates_csv (the page's "All candidates (CSV)") plans once, for the view, not again."""
-    from ui import cache_planner as cp
+    """ui.planner.cache.candidates_csv (the page's "All candidates (CSV)") plans once, for the view, not again."""
+    from ui.planner import cache as cp
 
     calls = []
     real = planner.plan

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.params.planner import PlannerParams
 from tests.conftest import ROOT
-from ui import cache_planner as cp
+from ui.planner import cache as cp
 
 APP = str(ROOT / "app.py")
 DEEPSEEK = {"model": "deepseek-v3", "gpu": "h800-80gb", "gpus": "2048", "batch": "15360", "fix_t": "1",

@@ -1,6 +1,6 @@
 """One memory truth (issue 23 item 2): a planner row's link opens the ZeRO page on the row's bytes per GPU, made of
 the same parts. Checked through the pages' own code paths, live (the planner's numbers may move; the two pages must
-move together): the Planner page's cached view and the link its table shows (ui.cache_planner), then the ZeRO page
+move together): the Planner page's cached view and the link its table shows (ui.planner.cache), then the ZeRO page
 run by AppTest from that link's query, its headline metric and its per-stage table.
 """
 
@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.params.planner import PlannerParams
 from tests.conftest import ROOT
-from ui import cache_planner as cp
+from ui.planner import cache as cp
 
 ZERO_PAGE = str(ROOT / "pages" / "zero.py")
 STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")

@@ -4,7 +4,7 @@ import math
 
 from core.params.planner import PlannerParams
 from core.planner.plan import plan
-from ui.cache_planner import with_links
+from ui.planner.cache import with_links
 
 
 def test_rows_excluded_before_timing_get_no_pipeline_link_and_the_others_do():

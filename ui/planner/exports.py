@@ -2,7 +2,7 @@
 (DeepSpeed JSON, Megatron-LM command, PyTorch FSDP2 script) of the picked row, each in a tab, opened on a framework
 that runs it.
 
-Drawing only: the configs are core's (core.views.planner's exports, cached in ui.cache_planner).
+Drawing only: the configs are core's (core.views.planner's exports, cached in ui.planner.cache).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.errors import InputError
 from core.params.planner import VIEW, PlannerParams
-from ui import cache_planner as cp
+from ui.planner import cache as cp
 from ui.shared.widgets import spec_input
 
 EXPORTS = (("deepspeed", "DeepSpeed JSON", "ds_config.json", "json"),

@@ -19,7 +19,7 @@ from core.params.pipeline import PIPELINE
 from core.params.planner import PlannerParams
 from core.views import planner as pv
 from core.views.work import planner_work
-from ui import figures_planner as fp
+from ui.planner import figures as fp
 from ui.shared.cache import cached
 from ui.shared.links import page_link_with_params
 
@@ -39,12 +39,12 @@ def plan_view(q: PlannerParams) -> pv.PlanView:
 
 
 def tradeoff_figure(q: PlannerParams, y: str, presentation: bool) -> fp.Built:
-    """ui.figures_planner.tradeoff of the plan's chart points, built once per plan, metric and mode."""
+    """ui.planner.figures.tradeoff of the plan's chart points, built once per plan, metric and mode."""
     return fp.Built(_tradeoff_spec(q, y, presentation))
 
 
 def breakdown_figure(q: PlannerParams, presentation: bool) -> fp.Built:
-    """ui.figures_planner.breakdown of the first feasible candidates (or the first candidates when none is)."""
+    """ui.planner.figures.breakdown of the first feasible candidates (or the first candidates when none is)."""
     return fp.Built(_breakdown_spec(q, presentation))
 
 

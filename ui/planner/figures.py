@@ -82,7 +82,7 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
 
 
 class Built(go.Figure):
-    """A figure already built and validated, held as its dict (ui.cache_planner caches these): st.plotly_chart
+    """A figure already built and validated, held as its dict (ui.planner.cache caches these): st.plotly_chart
     serialises a figure through to_dict(), so the dict goes out as it is, without Plotly validating every property
     of it again on each rerun (that took longer than the rest of a Planner rerun)."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.params.pipeline import PIPELINE
-from ui import cache_planner as cp
+from ui.planner import cache as cp
 from ui.shared.links import link_to_page
 
 
