@@ -202,9 +202,10 @@ def test_the_engines_names_agree_with_the_capability_table():
 
 
 def test_the_readme_names_every_schedule_by_its_label():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    listed = re.search(r"under \w+ schedules \(([^)]*)\)", readme).group(1)
-    assert listed.split(", ") == [e.label for e in REGISTRY.values()]
+    for doc in ("README.md", "docs/pages.md"):  # the Pipeline page's line, short and in full
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        listed = re.search(r"under \w+ schedules \(([^)]*)\)", text).group(1)
+        assert listed.split(", ") == [e.label for e in REGISTRY.values()], doc
 
 
 def test_every_gateway_registers_the_schedules_in_a_fresh_process():
