@@ -1,6 +1,6 @@
 """Lecture: the module's practice exercises, checkpoint quiz and active-recall questions, with numbers set by
 sliders and answers computed live by core (core.views.lecture), revealed on demand. Layout only: the words are in
-ui/lecture_text.py, the figures in ui/figures_lecture.py, the cached calls in ui/cache_lecture.py.
+ui/lecture/text.py, the figures in ui/lecture/figures.py, the cached calls in ui/lecture/cache.py.
 
 The body is one function per part of the lecture: exercises, quiz, recall."""
 
@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from core.params.lecture import ANSWERS, LECTURE, LECTURE_VIEW, PARTS
-from ui import cache_lecture as cl
-from ui import figures_lecture as fl
-from ui import lecture_text as lt
+from ui.lecture import cache as cl
+from ui.lecture import figures as fl
+from ui.lecture import text as lt
 from ui.shared.layout import page_header
 from ui.shared.links import copy_link_box
 from ui.shared.page_state import enter_page

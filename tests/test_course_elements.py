@@ -28,7 +28,7 @@ from core.units import GIB
 from core.views import lecture
 from core.views import zero as zero_view
 from tests.conftest import ROOT
-from ui import lecture_text as lt
+from ui.lecture import text as lt
 
 # --- the pipeline: efficiency, GPipe's rule of thumb, the overstatement, "under" vs "at most" ----------------------
 

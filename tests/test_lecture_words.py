@@ -1,7 +1,7 @@
 """Words follow numbers (issue 23 item 3): every generated lecture sentence with a direction (falls / rises, fewer /
 more, drop, saving, overstates) takes its verb from the numbers it prints, handles equal values and n = 1, and
 prints a number with the same rounding as the figure beside it. Each sentence's sliders are swept both ways and to
-their edges, through core.views.lecture (the numbers) and ui.lecture_text (the words), as the page calls them.
+their edges, through core.views.lecture (the numbers) and ui.lecture.text (the words), as the page calls them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from core.params.lecture import LECTURE
 from core.views import lecture
-from ui import figures_lecture as fl
-from ui import lecture_text as lt
+from ui.lecture import figures as fl
+from ui.lecture import text as lt
 
 NUM = r"\**([\d,]+(?:\.\d+)?)\**"
 
