@@ -1,6 +1,6 @@
 """What each page cache can hold: the largest entry measured (pickled, as st.cache_data stores it) x its bound.
 
-For every bounded cache of the pages (ui/cache_*.py, ui/pipeline/memory.py, ui/pipeline/upload.py) and of core
+For every bounded cache of the pages (ui/*/cache.py, ui/pipeline/memory.py, ui/pipeline/upload.py) and of core
 (core.pipeline.result's two operation-bounded caches, the planner's simulation caches), the entry measured on the
 largest input the page allows (or the largest question measured), and the most the cache can then hold. The
 README's "Memory" table quotes these rows; the max_size of each wrapper is set from them.

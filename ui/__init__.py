@@ -1,11 +1,14 @@
-"""Shared Streamlit helpers for the pages: widgets bound to the URL, links, layout, caching.
+"""Streamlit helpers of the pages, one package per page and one for what they share.
 
 No formulas live here. Numbers come from `core`; this package only turns specs into widgets, values into
-URLs, and core calls into cached calls.
+URLs, and core calls into cached calls, figures and tables.
 
-    ui.shared.url_state  read and repair the URL before widgets exist (notices for bad values)
-    ui.shared.widgets    one widget per Spec, bound to the URL (key = spec key)
-    ui.shared.links      the page registry, links between pages that carry parameters, the share link
-    ui.shared.layout     page header, sidebar brand, presentation mode
-    ui.shared.cache      the one way pages call core: `@cached(...)` wrappers around st.cache_data
+    ui.pipeline  the Pipeline page's inputs, cached views, figures, sections and exports
+    ui.zero      the ZeRO page's cached views, figures, tables and detail tabs
+    ui.planner   the Planner page's cached plan, figures and table, recommendation and exports
+    ui.lecture   the Lecture page's words, cached answers and live figures
+    ui.shared    what two pages or more use: the URL and its widgets, links, the page frame, tables,
+                 the bounded cache and the server's work limit, the memory curve and its figure style
+
+A page package imports ui.shared and never another page's package; ui.shared imports no page package.
 """

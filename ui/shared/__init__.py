@@ -1,1 +1,1 @@
-"""What every page shares: the URL and its widgets, links, the page frame, tables and the bounded cache."""
+"""What two pages or more use: the URL and its widgets, links, the page frame, tables, caching, figures."""
