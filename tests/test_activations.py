@@ -138,3 +138,19 @@ def test_flash_attention_keeps_no_scores_in_any_mode_nor_in_the_layer_rebuilt():
                                           - act.per_layer_bytes(s, b, h, a, t, True, "full")))
     unfused = act.Shape(s, b, h, a, t, True, "none")
     assert float(unfused.per_layer() - flash.per_layer()) == 5 * a * s * s * b / t
+
+
+def test_megatron_mla_layer_keeps_its_latents_and_wider_query_key():
+    """Multi-head latent attention in Megatron-Core's accounting, counted by hand for Moonlight's widths (h 2048,
+    16 heads, kv latent 512, qk 128 + rope 64, v 128) with a dense SwiGLU of 11264: the latent's fused norm keeps
+    its input, rsigma and GEMM input; query and key are heads x 192, value and output heads x 128; selective
+    recompute (mla_up_proj) drops query, key, value and the softmax statistics."""
+    h, a, lat, qk, rope, v, f, s, b = 2048, 16, 512, 128, 64, 128, 11264, 4096, 1
+    shape = act.Shape(s, b, h, a, flash=True, ffn=f, mlp="swiglu", norm="rmsnorm", dropout=False,
+                              rope=True, accounting="megatron", mla=(lat, 0, qk, rope, v))
+    norms = 2 * (2 * h + 4 + 2 * h)  # attention and MLP: input, rsigma, GEMM input
+    latent = 2 * lat + 4 + 2 * lat
+    qkv = 2 * a * (qk + rope) * 2 + 2 * a * v
+    by_token = norms + latent + qkv + 2 * a * v + 4 * a + 4 * f + 2 * f
+    assert float(shape.per_layer()) == s * b * by_token
+    assert float(shape.per_layer("selective")) == s * b * (by_token - qkv - 4 * a)

@@ -27,11 +27,11 @@ def _layer(torch, transformers):
     return model.model
 
 
-def _saved(torch, inner, b: int, s: int, checkpoint: bool) -> int:
+def _saved(torch, inner, b: int, s: int, checkpoint: bool, hidden: int = LLAMA["hidden"]) -> int:
     """Bytes autograd keeps after one layer's forward, each storage once, parameters and rotary tables left out."""
     layer = inner.layers[0]
     skip = {p.untyped_storage().data_ptr() for p in inner.parameters()}
-    leaf = torch.randn(b, s, LLAMA["hidden"], dtype=torch.bfloat16, requires_grad=True)
+    leaf = torch.randn(b, s, hidden, dtype=torch.bfloat16, requires_grad=True)
     pos = torch.arange(s).unsqueeze(0)
     cos, sin = inner.rotary_emb(leaf, pos)
     skip |= {cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()}
@@ -78,3 +78,33 @@ def test_under_full_recompute_a_layer_keeps_its_input():
     inner = _layer(torch, transformers)
     got = _saved(torch, inner, 2, 64, checkpoint=True)
     assert got == 2 * 2 * 64 * LLAMA["hidden"] == _modelled(2, 64, "full")
+
+
+MLA = dict(hidden=256, heads=4, kv_lora=64, qk=32, rope=16, v=48, ffn=688)  # v = qk + rope: CPU SDPA's flash path
+
+
+def _mla_layer(torch, transformers, q_lora: int):
+    cfg = transformers.DeepseekV3Config(
+        hidden_size=MLA["hidden"], num_attention_heads=MLA["heads"], num_key_value_heads=MLA["heads"],
+        intermediate_size=MLA["ffn"], vocab_size=512, num_hidden_layers=1, first_k_dense_replace=1,
+        kv_lora_rank=MLA["kv_lora"], q_lora_rank=q_lora or None, qk_nope_head_dim=MLA["qk"],
+        qk_rope_head_dim=MLA["rope"], v_head_dim=MLA["v"], attention_dropout=0.0, tie_word_embeddings=False,
+        attn_implementation="sdpa", rope_scaling=None)
+    torch.manual_seed(0)
+    return transformers.DeepseekV3ForCausalLM(cfg).to(torch.bfloat16).train().model
+
+
+@pytest.mark.parametrize("q_lora", [0, 96])
+def test_a_deepseek_v3_mla_layer_saves_what_the_block_lists(q_lora):
+    """Multi-head latent attention (without and with a query latent) with a dense SwiGLU: the latents' RMSNorms,
+    query and key at heads x (qk + rope), the key/value up-projection's whole output (the value is a view of it),
+    the attention output. The CPU kernel returns its output laid out [b, heads, s, d], so o_proj's input is one
+    copy more than on a GPU, whose flash kernels write [b, s, heads, d] (the Llama test above has no such copy)."""
+    torch, transformers = need("torch"), need("transformers")
+    b, s = 2, 64
+    got = _saved(torch, _mla_layer(torch, transformers, q_lora), b, s, checkpoint=False, hidden=MLA["hidden"])
+    shape = activations.Shape(s, b, MLA["hidden"], MLA["heads"], flash=True, ffn=MLA["ffn"], mlp="swiglu",
+                              norm="rmsnorm", dropout=False, rope=True, accounting="deepspeed",
+                              mla=(MLA["kv_lora"], q_lora, MLA["qk"], MLA["rope"], MLA["v"]))
+    cpu_copy = 2 * b * s * MLA["heads"] * MLA["v"]
+    assert got == float(shape.per_layer()) + cpu_copy

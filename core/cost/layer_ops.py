@@ -4,7 +4,8 @@ Vectorised over candidates (micro-batch b, tensor-parallel degree t, sequence pa
 link). Every time is split by phase and by component:
 
     phases      F forward, B input-gradient backward, W weight-gradient backward, R what the backward re-runs first
-                (full recompute: the whole forward; selective: the attention core; none: nothing)
+                (full recompute: the whole forward; selective: the attention core, or an MLA model's
+                up-projections; none: nothing)
     components  gemm       the linear layers (QKV with grouped-query heads, output projection, MLP with SwiGLU's
                            three matrices, logits), core.cost.gemm.gemm_time from (m, n, k)
                 attention  the attention core: per-head Q K^T and scores x V (batched GEMMs), softmax and dropout on
@@ -228,8 +229,21 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     full, selective = recompute == "full", recompute == "selective"
     for c in COMPONENTS:
         out["R"][c] = np.where(full, out["F"][c], 0.0)
-    out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
+    if model.mla is None:
+        out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
+    else:  # an MLA model's selective recompute is mla_up_proj (core.frameworks.megatron._mla): its up-projections
+        out["R"]["gemm"] = out["R"]["gemm"] + np.where(selective, _up_projection_share(model) * attn[0][2], 0.0)
     return out
+
+
+def _up_projection_share(model: ModelConfig) -> float:
+    """Share of an MLA layer's input-projection FLOPs in the up-projections recompute_modules mla_up_proj re-runs:
+    the query's (linear_q_up_proj, or linear_q_proj without a query latent) and the key/value one."""
+    mla, h = model.mla, float(model.hidden)
+    q_in = float(mla.q_lora_rank or model.hidden)
+    up = model.heads * (q_in * (mla.qk_head_dim + mla.qk_rope_dim) + mla.kv_lora_rank * (mla.qk_head_dim +
+                                                                                         mla.v_head_dim))
+    return up / (_attention_shape(model)[2] * h)
 
 
 def _tensor_parallel(out: dict, act, t, sp, fabric: collective.Fabric, column_parallel: list,

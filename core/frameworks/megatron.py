@@ -76,8 +76,22 @@ def block(a: Arch) -> tuple[Kept, ...]:
         Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
         Kept("input norm statistics", "token", norm_stats, "rep", NOT_FULL),
         Kept("QKV input (norm output)", "h", gemm_in, "rep", NOT_FULL),
-        Kept("attention output (projection input)", "q", 2.0, "tp", NOT_FULL),
     ]
+    kept += _mla(a, gemm_in) if a.mla else _attention(a)
+    if a.dropout:
+        kept.append(Kept("attention hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
+    if not a.parallel:
+        kept += [Kept("MLP input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
+                 Kept("MLP norm statistics", "token", norm_stats, "rep", NOT_FULL),
+                 Kept("fc1 input (norm output)", "h", gemm_in, "rep", NOT_FULL)]
+    kept += _moe(a) if a.moe else _mlp(a, "f", "")
+    if a.dropout:
+        kept.append(Kept("MLP hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
+    return tuple(kept)
+
+
+def _attention(a: Arch) -> list[Kept]:
+    kept = [Kept("attention output (projection input)", "q", 2.0, "tp", NOT_FULL)]
     if a.fp8:
         kept.append(Kept("projection input in FP8", "q", 1.0, "tp", NOT_FULL))
     if a.flash:
@@ -97,16 +111,36 @@ def block(a: Arch) -> tuple[Kept, ...]:
         if a.dropout:
             kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
                      Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+    return kept
+
+
+def _mla(a: Arch, gemm_in: float) -> list[Kept]:
+    """Multi-head latent attention (multi_latent_attention.py MLASelfAttention with Transformer Engine's spec): the
+    down-projections read the norm output kept above; each latent passes a fused norm + up-projection
+    (TELayerNormColumnParallelLinear: its input, fp32 rsigma and normed GEMM input); RoPE and the concatenation
+    build the query and key (heads x (qk + rope dims)) and the value (heads x v dim) the attention kernel keeps,
+    as the unfused one keeps its softmax; the output feeds linear_proj. Selective recompute of an MLA model is
+    counted as its recipes run it, recompute_modules with mla_up_proj (Megatron-Bridge's DeepSeek-V3 and Moonlight
+    performance configs): the up-projections and RoPE run again in the backward, so query, key and value are not
+    kept (CheckpointWithoutOutput frees them once the attention has read them)."""
+    latent = [("kv", "lat")] + ([("q", "qlat")] if a.q_lora else [])
+    kept = [k for who, width in latent for k in (
+        Kept(f"{who} latent (up-projection norm input)", width, 2.0, "rep", NOT_FULL),
+        Kept(f"{who} latent norm rsigma (fp32)", "token", 4.0, "rep", NOT_FULL),
+        Kept(f"{who} latent normed (up-projection input)", width, gemm_in, "rep", NOT_FULL))]
+    kept += [Kept("query (RoPE applied)", "mqk", 2.0, "tp", NONE_ONLY),
+             Kept("key (RoPE applied)", "mqk", 2.0, "tp", NONE_ONLY),
+             Kept("value", "mv", 2.0, "tp", NONE_ONLY),
+             Kept("attention output (projection input)", "mv", 2.0, "tp", NOT_FULL)]
+    if a.fp8:
+        kept.append(Kept("projection input in FP8", "mv", 1.0, "tp", NOT_FULL))
+    if a.flash:
+        return kept + [Kept("softmax statistics (fp32)", "heads", 4.0, "tp", NONE_ONLY)]
+    kept.append(Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY))
     if a.dropout:
-        kept.append(Kept("attention hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
-    if not a.parallel:
-        kept += [Kept("MLP input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
-                 Kept("MLP norm statistics", "token", norm_stats, "rep", NOT_FULL),
-                 Kept("fc1 input (norm output)", "h", gemm_in, "rep", NOT_FULL)]
-    kept += _moe(a) if a.moe else _mlp(a, "f", "")
-    if a.dropout:
-        kept.append(Kept("MLP hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
-    return tuple(kept)
+        kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
+                 Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+    return kept
 
 
 def _mlp(a: Arch, width: str, who: str) -> list[Kept]:

@@ -47,7 +47,7 @@ BUFFERS = Buffers(
 
 def eager_block(a: Arch) -> tuple[Kept, ...]:
     """What torchtitan's Llama block keeps, op by op (repeat_kv: K and V widened to every query head), or compiled."""
-    return _compiled(a) if a.compiled and not a.moe else _eager(a, repeat_kv=True)
+    return _compiled(a) if a.compiled and not (a.moe or a.mla) else _eager(a, repeat_kv=True)
 
 
 def _compiled(a: Arch) -> tuple[Kept, ...]:
@@ -86,16 +86,10 @@ def hf_block(a: Arch) -> tuple[Kept, ...]:
 
 def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
     norm = _eager_norm(a)
-    kv = "q" if (a.gqa and repeat_kv) else "kv"
     kept = [Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
             Kept("layer input (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY),
             *norm("attention"),
-            Kept("q (attention input)", "q", 2.0, "tp", NONE_ONLY),
-            Kept("k (attention input)", kv, 2.0, "tp", NONE_ONLY),
-            Kept("v (attention input)", kv, 2.0, "tp", NONE_ONLY),
-            Kept("attention output (wo input)", "q", 2.0, "tp", NOT_FULL),
-            Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
-            Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY)]
+            *(_mla(a) if a.mla else _attention(a, repeat_kv))]
     if a.flash:  # the kernel's output is laid out [b, s, heads, d]: the transpose for wo is a view
         kept.append(Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", NOT_FULL))
     else:
@@ -106,7 +100,7 @@ def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
     if not a.parallel:
         kept += norm("feed-forward")
     if a.moe:
-        kept += _moe(a)
+        kept += _moe(a) + _moe_per_op(a)
     elif a.mlp == "swiglu":
         kept += [Kept("w1 output (silu input)", "f", 2.0, "tp", NOT_FULL),
                  Kept("silu output", "f", 2.0, "tp", NONE_ONLY),
@@ -120,6 +114,50 @@ def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
     if a.dropout:
         kept.append(Kept("residual dropout masks (two)", "h", 2.0, "rep", NONE_ONLY))
     return tuple(kept)
+
+
+def _attention(a: Arch, repeat_kv: bool) -> list[Kept]:
+    kv = "q" if (a.gqa and repeat_kv) else "kv"
+    return [Kept("q (attention input)", "q", 2.0, "tp", NONE_ONLY),
+            Kept("k (attention input)", kv, 2.0, "tp", NONE_ONLY),
+            Kept("v (attention input)", kv, 2.0, "tp", NONE_ONLY),
+            Kept("attention output (wo input)", "q", 2.0, "tp", NOT_FULL),
+            Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
+            Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY)]
+
+
+def _mla(a: Arch) -> list[Kept]:
+    """torchtitan's DeepSeek-V3 attention (models/deepseek_v3/model.py): wkv_a's latent passes an RMSNorm (kept as
+    the block's norms are) into wkv_b, whose output the value is a view of, so the attention keeps all of it; RoPE
+    and torch.cat build the query and key (heads x (qk + rope dims)). The per-op policy saves the odd matmuls'
+    outputs: wq and wkv_b (with a query latent: wq_a, wkv_a and wo)."""
+    lat = [k for k in _eager_norm(a)("kv latent") if k.width == "h"]
+    kept = [Kept(k.name, "lat", k.nbytes, k.split, k.modes) for k in lat]
+    kept.append(Kept("kv latent norm rsqrt (fp32)", "token", 4.0, "rep", NONE_ONLY))
+    if a.q_lora:
+        kept += [Kept(k.name.replace("kv", "q"), "qlat", k.nbytes, k.split, k.modes) for k in lat]
+        kept += [Kept("q latent norm rsqrt (fp32)", "token", 4.0, "rep", NONE_ONLY),
+                 Kept("wq_a output (per-op policy)", "qlat", 2.0, "rep", SELECTIVE_ONLY),
+                 Kept("wkv_a output (per-op policy)", "lat", 2.0, "rep", SELECTIVE_ONLY),
+                 Kept("wo output (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY)]
+    else:
+        kept += [Kept("wq output (per-op policy)", "mqk", 2.0, "tp", SELECTIVE_ONLY),
+                 Kept("wkv_b output (per-op policy)", "mkv", 2.0, "tp", SELECTIVE_ONLY)]
+    return kept + [Kept("query (attention input)", "mqk", 2.0, "tp", NONE_ONLY),
+                   Kept("key (attention input)", "mqk", 2.0, "tp", NONE_ONLY),
+                   Kept("wkv_b output (the value is a view of it)", "mkv", 2.0, "tp", NONE_ONLY),
+                   Kept("attention output (wo input)", "mv", 2.0, "tp", NOT_FULL)]
+
+
+def _moe_per_op(a: Arch) -> list[Kept]:
+    """What the per-op policy saves of a MoE feed-forward: it counts on from the attention's matmuls (four; five with
+    MLA's query latent), so the router gate's and the shared experts' w3 outputs are the odd ones, or w1's and
+    w2's; the routed experts' grouped GEMMs are not on its list."""
+    if a.q_lora:
+        return [Kept("shared experts' w1 output (per-op policy)", "sf", 2.0, "tp", SELECTIVE_ONLY),
+                Kept("shared experts' w2 output (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY)]
+    return [Kept("router gate output (per-op policy)", "experts", 2.0, "tp", SELECTIVE_ONLY),
+            Kept("shared experts' w3 output (per-op policy)", "sf", 2.0, "tp", SELECTIVE_ONLY)]
 
 
 def _moe(a: Arch) -> list[Kept]:

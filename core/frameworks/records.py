@@ -21,8 +21,12 @@ FULL_ONLY = frozenset({"full"})
 #   matrices); token: one value per token (a norm's statistics);
 #   a mixture-of-experts layer's: kh: the k routed copies of a token (top-k x capacity x h), kf: their experts'
 #   inner width (top-k x capacity x expert ffn), k: one value per routed copy (indices), sf: the shared experts'
-#   inner width, experts: one value per routed expert (router scores).
-WIDTHS = ("h", "q", "kv", "f", "heads", "scores", "token", "kh", "kf", "k", "sf", "experts")
+#   inner width, experts: one value per routed expert (router scores);
+#   multi-head latent attention's: mqk: a query's or key's heads x (qk head + rope dims), mv: heads x v head dim,
+#   mkv: the key/value up-projection's output, heads x (qk head + v head dims), lat: the compressed key/value latent
+#   (kv_lora_rank), qlat: the query latent (q_lora_rank).
+WIDTHS = ("h", "q", "kv", "f", "heads", "scores", "token", "kh", "kf", "k", "sf", "experts", "mqk", "mv", "mkv", "lat",
+          "qlat")
 # How tensor parallelism divides it: "rep" is replicated over the t ranks (sequence parallelism shards it), "tp" is
 # split over them (a key/value head stays whole: each rank keeps max(kv_heads / t, 1) of them).
 SPLITS = ("rep", "tp")
@@ -42,6 +46,8 @@ class Arch:
     fp8: bool = False  # FP8 GEMMs: the linear layers' inputs kept in one byte
     compiled: bool = False  # torch.compile on the block (PyTorch)
     moe: bool = False  # a mixture-of-experts layer: routed (and shared) experts in place of the dense MLP
+    mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3) in place of the plain attention
+    q_lora: bool = False  # MLA's queries pass through a latent of their own (q_lora_rank > 0)
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,7 @@ class Shape:
     experts: float = 0.0
     moe_layer: bool = False  # evaluate the MoE layer (experts in place of the dense MLP)
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
+    mla: tuple = ()  # multi-head latent attention: (kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim)
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))
@@ -143,7 +144,8 @@ class Shape:
         return Arch(norm=self.norm, mlp=self.mlp, dropout=bool(self.dropout), flash=bool(self.flash),
                     rope=bool(self.rope), parallel=bool(self.parallel),
                     gqa=bool(self.kv_heads) and int(self.kv_heads) < heads, fp8=bool(self.fp8),
-                    compiled=bool(self.compiled), moe=bool(self.moe_layer))
+                    compiled=bool(self.compiled), moe=bool(self.moe_layer), mla=bool(self.mla),
+                    q_lora=bool(self.mla) and bool(self.mla[1]))
 
     def accounting_record(self):
         return accounting(self.accounting)
@@ -160,7 +162,8 @@ class Shape:
         kv = float(self.kv_heads) or heads
         return saved.Widths(hidden=h, q=width, kv_heads=kv, head_dim=width / heads, ffn=float(self.ffn) or 4 * h,
                             heads=heads, routed=float(self.routed), expert_ffn=float(self.expert_ffn),
-                            shared_ffn=float(self.shared_ffn), experts=float(self.experts))
+                            shared_ffn=float(self.shared_ffn), experts=float(self.experts),
+                            mla=tuple(float(x) for x in self.mla))
 
 
 def stage_bytes(a: Shape, layers_on_stage, inflight, first=True, last=True, first_held=None, last_held=None,

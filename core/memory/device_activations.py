@@ -74,7 +74,13 @@ def activation_shape(cfg) -> act.Shape:
                "experts": float(m.moe.experts)}
     return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
                      m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width, m.kv_heads, m.ffn,
-                     m.mlp, m.norm, m.dropout, m.rope, cfg.accounting, tr.compiled, loss=tr.loss, **moe)
+                     m.mlp, m.norm, m.dropout, m.rope, cfg.accounting, tr.compiled, loss=tr.loss, mla=_mla(m), **moe)
+
+
+def _mla(m) -> tuple:
+    """A model's multi-head latent attention as the activation count takes it; () for plain attention."""
+    a = m.mla
+    return () if a is None else (a.kv_lora_rank, a.q_lora_rank, a.qk_head_dim, a.qk_rope_dim, a.v_head_dim)
 
 
 def end_stages(cfg) -> EndStages:

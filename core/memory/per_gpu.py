@@ -46,7 +46,7 @@ from core.memory.offload import PARAM_OFFLOADS, placement
 from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
 from core.memory.states import params_per_rank as split_params
 from core.model import counts, stage_split
-from core.model.blocks import MoeConfig
+from core.model.blocks import MlaConfig, MoeConfig
 from core.params.memory import MAX_PSI
 
 
@@ -85,6 +85,7 @@ class ModelMemory:
     norm: str = "layernorm"
     dropout: bool = True
     rope: bool = False
+    mla: MlaConfig | None = None  # multi-head latent attention (its latents and head dims set what a layer keeps)
 
     def __post_init__(self) -> None:
         for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params", "mtp_dense"):
@@ -123,7 +124,7 @@ class ModelMemory:
                    expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers,
                    head_dim=model.head_dim if model.decoupled_heads else 0, mtp_layers=model.mtp_layers,
                    mtp_dense=counts.mtp_params(model)["dense"], mlp=model.mlp, norm=model.norm,
-                   dropout=model.dropout, rope=model.position == "rope")
+                   dropout=model.dropout, rope=model.position == "rope", mla=model.mla)
 
 
 def block_params(dense, embedding, tied: bool, layers: int) -> float:

@@ -28,7 +28,7 @@ from core.params.memory import RECOMPUTE_MODES
 class Widths:
     """A model's widths per token, as scalars: hidden h, query width (heads x head size), key/value heads and head
     size, the MLP width f, the heads; a MoE layer's routed copies per token (top-k x capacity factor), expert width,
-    shared experts' total width and routed experts."""
+    shared experts' total width and routed experts; multi-head latent attention's ranks and head dims."""
 
     hidden: float
     q: float
@@ -40,6 +40,7 @@ class Widths:
     expert_ffn: float = 0.0
     shared_ffn: float = 0.0
     experts: float = 0.0
+    mla: tuple[float, ...] = ()  # (kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim); () = no MLA
 
     def full(self) -> np.ndarray:
         """Elements per token of each width in WIDTHS, before tensor parallelism (scores: per token of s)."""
@@ -47,6 +48,9 @@ class Widths:
         by = {"h": self.hidden, "q": self.q, "kv": self.kv_heads * self.head_dim, "f": self.ffn, "heads": self.heads,
               "scores": 0.0, "token": 1.0, "kh": r * self.hidden, "kf": r * self.expert_ffn, "k": r,
               "sf": self.shared_ffn, "experts": self.experts}
+        kv_rank, q_rank, qk, rope, v = self.mla or (0.0,) * 5
+        by |= {"mqk": self.heads * (qk + rope), "mv": self.heads * v, "mkv": self.heads * (qk + v), "lat": kv_rank,
+               "qlat": q_rank}
         return np.array([by[w] for w in WIDTHS])
 
 

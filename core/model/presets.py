@@ -105,7 +105,7 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
     gelu selects a GPT-style block (LayerNorm, biases, learned positions, dropout), swiglu a Llama-style one
     (RMSNorm, no biases, rotary positions, no dropout): those details move the count by O(h) per layer only.
     experts > 0 makes every layer after the first dense_layers a mixture-of-experts layer; head_dim > 0 decouples
-    the head size from hidden / heads.
+    the head size from hidden / heads; kv_lora_rank > 0 makes the attention multi-head latent attention.
     """
     raw = dict(raw)
     auto = parse_strict({k: AUTO_HEADS[k] for k in ("heads", "kv_heads") if k in raw},
@@ -120,10 +120,14 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
             raise InputError(f"top_k: {v['top_k']} experts per token, but only {v['experts']} experts")
         moe = MoeConfig(experts=v["experts"], top_k=v["top_k"], shared=v["shared_experts"],
                         expert_ffn=v["expert_ffn"], first_dense=v["dense_layers"])
+    mla = None
+    if v["kv_lora_rank"]:
+        mla = MlaConfig(kv_lora_rank=v["kv_lora_rank"], qk_head_dim=v["qk_head_dim"], qk_rope_dim=v["qk_rope_dim"],
+                        v_head_dim=v["v_head_dim"], q_lora_rank=v["q_lora_rank"])
     return ModelConfig(
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], params_published=v["params"] or None, moe=moe,
-        flash_attention=v["flash"], parallel_block=v["parallel"], kv_channels=v["head_dim"],
+        mla=mla, flash_attention=v["flash"], parallel_block=v["parallel"], kv_channels=v["head_dim"],
         mtp_layers=v["mtp_layers"], **custom_family(v["mlp"]),
     )
 

@@ -57,6 +57,21 @@ MODEL = table(
          help="Inner width of each expert (0 = the FFN size above; fine-grained experts are narrower)."),
     Spec("dense_layers", "int", 0, 0, 1024, label="Leading dense layers",
          help="The first layers keep a dense MLP (DeepSeek-V3: 3); every later layer is MoE."),
+    Spec("kv_lora_rank", "int", 0, 0, 1 << 16, label="MLA key/value latent rank",
+         help="Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; Megatron-LM --multi-latent-attention "
+              "--kv-lora-rank, Hugging Face kv_lora_rank): keys and values pass through a latent of this width "
+              "(DeepSeek-V3: 512). 0 = plain attention; the four MLA fields below apply only when this is set."),
+    Spec("q_lora_rank", "int", 0, 0, 1 << 16, label="MLA query latent rank",
+         help="MLA's query latent (DeepSeek-V3: 1536; Megatron-LM --q-lora-rank); 0 = queries projected directly "
+              "from the hidden state (DeepSeek-V2-Lite, Moonlight)."),
+    Spec("qk_head_dim", "int", 128, 1, 1 << 12, label="MLA query/key head dim",
+         help="MLA's per-head query/key channels without rotary positions (Megatron-LM --qk-head-dim, Hugging "
+              "Face qk_nope_head_dim; DeepSeek-V3: 128)."),
+    Spec("qk_rope_dim", "int", 64, 0, 1 << 12, label="MLA rotary head dim",
+         help="MLA's per-head rotary channels, shared by the heads on the key side (Megatron-LM "
+              "--qk-pos-emb-head-dim, Hugging Face qk_rope_head_dim; DeepSeek-V3: 64)."),
+    Spec("v_head_dim", "int", 128, 1, 1 << 12, label="MLA value head dim",
+         help="MLA's per-head value channels (Megatron-LM --v-head-dim; DeepSeek-V3: 128)."),
     Spec("mtp_layers", "int", 0, 0, 8, label="Multi-token prediction layers",
          help="Extra prediction depths after the last layer (DeepSeek-V3: 1, arXiv:2412.19437 section 2.2; Megatron-LM "
               "--mtp-num-layers): each is one more transformer layer of the model's kind with a 2h x h projection, "

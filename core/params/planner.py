@@ -38,7 +38,8 @@ MAX_HEADROOM_GB = 10_000.0
 _CHOICE_ALL = "all"
 
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params", "mlp", "tied",
-                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "mtp_layers")
+                 "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "mtp_layers",
+                 "kv_lora_rank", "q_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
 _any_model = ("flash", "dropout")
 FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
@@ -374,6 +375,11 @@ class PlannerParams:
     shared_experts: int = PLAN["shared_experts"].default
     expert_ffn: int = PLAN["expert_ffn"].default
     dense_layers: int = PLAN["dense_layers"].default
+    kv_lora_rank: int = PLAN["kv_lora_rank"].default
+    q_lora_rank: int = PLAN["q_lora_rank"].default
+    qk_head_dim: int = PLAN["qk_head_dim"].default
+    qk_rope_dim: int = PLAN["qk_rope_dim"].default
+    v_head_dim: int = PLAN["v_head_dim"].default
     params: float = PLAN["params"].default
     mlp: str = PLAN["mlp"].default
     tied: bool = PLAN["tied"].default

@@ -60,6 +60,7 @@ def _model(spec: dict) -> dict[str, Any]:
     if "preset" in spec:
         return {"model": spec["preset"], "seq": spec.get("seq", 0), **flags}
     moe = {k: spec[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers") if k in spec}
+    moe |= spec.get("mla", {})  # kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim
     return {"model": "custom", "seq": spec["seq"], **flags, **moe,
             **{k: spec[k] for k in ("layers", "hidden", "heads", "vocab", "mlp")},
             "kv_heads": spec.get("kv_heads", spec["heads"]), "head_dim": spec.get("head_dim", 0),
