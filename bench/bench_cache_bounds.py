@@ -3,7 +3,7 @@
 For every bounded cache of the pages (ui/*/cache.py, ui/pipeline/memory.py, ui/pipeline/upload.py) and of core
 (core.pipeline.result's two operation-bounded caches, the planner's simulation caches), the entry measured on the
 largest input the page allows (or the largest question measured), and the most the cache can then hold. The
-README's "Memory" table quotes these rows; the max_size of each wrapper is set from them.
+docs/hardening.md's "Memory comes back" table quotes these rows; the max_size of each wrapper is set from them.
 
 Run: python bench/bench_cache_bounds.py
 """

@@ -1,4 +1,4 @@
-"""Run every benchmark and print one table (the README quotes it).
+"""Run every benchmark and print one table (docs/engine.md quotes it).
 
     python bench/run_all.py            # all of them
     python bench/run_all.py pipeline   # only modules whose name contains "pipeline"

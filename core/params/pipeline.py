@@ -1,7 +1,7 @@
 """Inputs of the pipeline engine (Pipeline page, `python -m core simulate`).
 
 Caps are chosen so that the largest allowed configuration simulates in well under 2 s on the
-2-core development machine (see bench/ and the README): MAX_OPS bounds the work whatever the mix.
+2-core development machine (see bench/ and docs/engine.md): MAX_OPS bounds the work whatever the mix.
 """
 
 from __future__ import annotations

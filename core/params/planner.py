@@ -336,8 +336,8 @@ VIEW = table(
 # line's --budget. Measured by bench/bench_budget.py on a 2-core container (other jobs running): a cold plan of
 # 100,000-520,000 candidates costs 5-6 us and 1,500-2,100 bytes of peak memory per candidate, on top of the
 # simulations (at most core.planner.simulation.SIM_BUDGET operations, ~0.9 GB at the largest questions). 400,000
-# candidates: ~2.5 s and ~0.8 GB for the candidates, ~1.5 GB peak with the largest simulations (README, "Work per
-# request").
+# candidates: ~2.5 s and ~0.8 GB for the candidates, ~1.5 GB peak with the largest simulations
+# (docs/hardening.md, "Work per request").
 BUDGET = Spec("budget", "int", 400_000, 0, 50_000_000, label="Work budget", unit="candidates per plan",
               help="Candidates one plan may evaluate; above it the search is narrowed (offload only where the states "
                    "do not fit, coarser micro-batch sizes, fewer ep and cp values) and says so, or refused with what "

@@ -5,7 +5,7 @@ Two groups, both held out of every fit: the published runs of the frameworks the
 the published runs of 1,000 GPUs and more on other software (DeepSpeed's pipeline engine, Meta's Llama 3 stack,
 newer Megatron-Bridge releases, MegaScale's baseline), where real runs lose time the model does not see. The
 validation takes seconds, so `scripts/validation_table.py --write` stores what `measure` finds in
-assets/accuracy.json beside the README's table, and tests/test_validation.py fails when either is stale.
+assets/accuracy.json beside docs/step-time.md's table, and tests/test_validation.py fails when either is stale.
 """
 
 from __future__ import annotations

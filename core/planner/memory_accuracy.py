@@ -3,7 +3,8 @@ so that "does it fit?" is read with its margin.
 
 The rows held out of the one memory fit (each framework's allocator reserve share), per framework. The validation
 runs the planner on every measured row, so `scripts/memory_table.py --write` stores what `measure` finds in
-assets/memory_accuracy.json beside the README's table, and tests/test_memory_validation.py fails when either is stale.
+assets/memory_accuracy.json beside docs/memory.md's table, and tests/test_memory_validation.py fails when either is
+stale.
 """
 
 from __future__ import annotations

@@ -275,7 +275,7 @@ class Validation:
         return out
 
     def summary_lines(self) -> list[str]:
-        """The summary in words, one line per group, then Calculon's figures for comparison (CLI and README)."""
+        """The summary in words, one line per group, then Calculon's figures for comparison (CLI, docs/step-time.md)."""
         lines = [f"{name}: {s.rows} row{'s' if s.rows > 1 else ''}"
                  + (f" from {s.sources} sources" if s.sources > 1 else "")
                  + f", mean |error| {100 * s.mean_abs_error:.2f} %, max {100 * s.max_abs_error:.2f} %, "
