@@ -8,7 +8,7 @@ fault for every 4 KiB it touches again: on the 2-core development VM that double
 high-water mark instead, which the cache bounds keep small. A no-op where glibc is not the allocator.
 
 `release_freed_memory` gives that kept memory back (glibc's malloc_trim over every arena): the dashboard's work
-limiter (ui/work_limit.py) calls it once heavy work is done and when the server falls idle, so a server a class
+limiter (ui/shared/work_limit.py) calls it once heavy work is done and when the server falls idle, so a server a class
 has left holds its caches, not the high-water mark of the largest question it was asked.
 """
 

@@ -1,7 +1,7 @@
 """`simulate --frontier` and `simulate --compare NAME [--equal-memory]`: the Pipeline page's comparisons in text.
 
 The numbers are core.pipeline.compare's (frontier, match_memory) and the simulator's summary, the same
-calls the page makes (ui/pipeline_memory.py), with the page's operation budget for the frontier.
+calls the page makes (ui/pipeline/memory.py), with the page's operation budget for the frontier.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How much work a page's core call is, counted before doing it: the server's concurrency limit (ui/work_limit.py)
+"""How much work a page's core call is, counted before doing it: the concurrency limit (ui/shared/work_limit.py)
 lets light work run at once and queues the heavy kind, so one student's large question cannot slow forty others.
 
 Each count is what drives the call's time and memory: operations in a simulated timeline (core.pipeline.schedules
