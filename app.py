@@ -9,8 +9,10 @@ import streamlit as st
 from core.runtime import keep_freed_memory
 from ui.shared.layout import APP_ICON, APP_NAME, presentation_toggle, sidebar_brand
 from ui.shared.links import ROOT, available_pages, share_slot
+from ui.shared.workers import warm
 
 keep_freed_memory()  # see core/runtime.py: a new large configuration reuses memory instead of re-faulting it
+warm()  # the worker processes start with the first visit, not with the first plan (once per server)
 
 st.set_page_config(
     page_title=APP_NAME,

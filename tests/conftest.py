@@ -38,6 +38,9 @@ SERVER_START_TIMEOUT = 60.0  # seconds; a cold start takes ~3 s on the 2-core de
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # AppTest runs the pages in this process: their cached work runs here too, not in a pool of worker processes
+    # per test run (tests/test_workers.py tests the pool; the servers `serve` starts use it as deployed).
+    os.environ.setdefault("DASHBOARD_WORKERS", "0")
     from streamlit import config as st_config
 
     st_config.get_config_options()  # parse .streamlit/config.toml now, so our override wins
@@ -133,7 +136,8 @@ def serve(command: list[str], log_name: str) -> Iterator[str]:
     log = ARTIFACTS / log_name
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "DASHBOARD_WORKERS": "auto"})  # as deployed
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(proc, base, log)

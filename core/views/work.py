@@ -88,6 +88,11 @@ def planner_work(q: PlannerParams) -> Work:
                 release=True, lane_of_light="plans")
 
 
+def zero_work(*_args, **_kwargs) -> Work:
+    """The ZeRO page's report (every stage side by side): milliseconds to a second, run at once (no lane)."""
+    return Work("Counting the memory of every ZeRO stage", 1, False)
+
+
 def release_memory() -> bool:
     """Give the memory freed by finished work back to the system (core.runtime.release_freed_memory)."""
     return release_freed_memory()

@@ -21,8 +21,9 @@ Rules:
 - core raises InputError for inputs it refuses: st.cache_data does not cache exceptions, so the page
   catches it and shows the message (st.error(str(exc)) is fine: core's messages are our own text).
 - A call that can be large says how large (`work=`, a core.views.work counter taking the same arguments): a miss
-  of heavy work then runs in one of the server's few slots (ui/shared/work_limit.py) and the page shows
-  what it computes.
+  then runs in a worker process (ui/shared/workers.py), heavy work in one of the server's few slots
+  (ui/shared/work_limit.py), and the page shows what it computes. Its arguments and result cross processes
+  pickled: plain values and core's dataclasses, not callables.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from core.views.work import Work
-from ui.shared import work_limit
+from ui.shared import work_limit, workers
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,10 +56,13 @@ def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None
             return st.cache_data(func, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
                                  hash_funcs=hash_funcs)
 
+        key = workers.register(func)
+
         @functools.wraps(func)
-        def limited(*args, **kwargs):  # what the cache runs on a miss: heavy work in a slot
-            with work_limit.slot(work(*args, **kwargs)):
-                return func(*args, **kwargs)
+        def limited(*args, **kwargs):  # what the cache runs on a miss: in a worker process, heavy work in a slot
+            size = work(*args, **kwargs)
+            with work_limit.slot(size):
+                return workers.run(key, size.release, args, kwargs, work_limit.yield_check())
 
         inner = st.cache_data(limited, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
                               hash_funcs=hash_funcs)

@@ -7,10 +7,10 @@ over 1,048,576) takes one of HEAVY_SLOTS slots, shared by every session of the p
 are taken; the page says what is being computed, with the seconds it has taken, while it waits and runs (a
 spinner shown after half a second, so a cached answer flashes nothing).
 
-HEAVY_SLOTS = 1 for the 2-core container: one core runs the heavy question, the other serves every other page and
-the server's own loop (Python runs one thread at a time, so two heavy questions would halve what the light pages
-get instead of finishing sooner), and the memory of heavy work is bounded by one question's (the planner's budget)
-instead of the class's. Set DASHBOARD_HEAVY_SLOTS to the cores beyond the first on a larger machine.
+The work itself runs in worker processes (ui/shared/workers.py, one per CPU), so the slots bound how many
+questions of a kind run at once, and with them memory, not the serving process's time: HEAVY_SLOTS = half the
+workers (1 on 2 cores: the heavy question's memory is bounded by one question's, the planner's budget), PLAN_SLOTS
+= the workers (every core plans). DASHBOARD_HEAVY_SLOTS and DASHBOARD_PLAN_SLOTS override them.
 
 Memory: glibc keeps freed memory for reuse (core.runtime.keep_freed_memory, for speed), so after a heavy question
 the process would keep its high-water mark. The limiter gives it back (core.views.work.release_memory) when heavy
@@ -32,18 +32,19 @@ from collections.abc import Iterator
 import streamlit as st
 
 from core.views.work import Work, release_memory
+from ui.shared.workers import WORKERS
 
-HEAVY_SLOTS = max(1, int(os.environ.get("DASHBOARD_HEAVY_SLOTS", "1") or 1))
+HEAVY_SLOTS = max(1, int(os.environ.get("DASHBOARD_HEAVY_SLOTS", "") or max(1, WORKERS // 2)))
 # Plans below the heavy threshold (0.2-2 s and 100-300 MB each) queue in a lane of their own, one at a time: forty
 # students opening distinct planner links at once then get their plans one after another (the first in a second or
 # two) instead of all at the end, and the server holds one plan's working memory instead of ten (bench/classroom.py).
-PLAN_SLOTS = max(1, int(os.environ.get("DASHBOARD_PLAN_SLOTS", "1") or 1))
+PLAN_SLOTS = max(1, int(os.environ.get("DASHBOARD_PLAN_SLOTS", "") or max(1, WORKERS)))
 IDLE_RELEASE_S = 10.0  # seconds without any page work before the freed memory goes back to the system
 WAIT_POLL_S = 0.1  # how often a waiting session checks whether its page was closed or changed
 REAPS_AFTER_WORK = 24  # idle rounds (every IDLE_RELEASE_S / 2) the janitor keeps reaping after the last work: 2 min
 
 
-def _yield_check():
+def yield_check():
     """Streamlit's check that raises when the waiting run should stop or rerun (the page closed, a slider moved);
     None outside a script run. Internal to Streamlit (pinned in requirements.txt), hence the guard."""
     try:
@@ -141,7 +142,7 @@ class Limiter:
         with self._lock:
             self.waiting += 1
         try:
-            check = _yield_check()
+            check = yield_check()
             while not self._slots.acquire(timeout=WAIT_POLL_S):
                 if check is not None:
                     check()  # raises when the page was closed or changed: the wait ends, no slot is taken

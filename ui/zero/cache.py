@@ -7,8 +7,9 @@ same object; here it is only cached per parameter set.
 from __future__ import annotations
 
 from core.views import zero
+from core.views.work import zero_work
 from ui.shared.cache import cached
 
-zero_view = cached(max_entries=64)(zero.zero_view)
+zero_view = cached(max_entries=64, work=zero_work)(zero.zero_view)  # counted: a miss runs in a worker process
 fsdp_view = cached(max_entries=64)(zero.fsdp_table)
 equivalence_run = cached(max_entries=32)(zero.equivalence_demo)
