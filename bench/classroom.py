@@ -10,9 +10,10 @@ The server is the Dockerfile's CMD run directly (tests.conftest.server_command: 
 session is a browser context of its own in one headless Chromium (Debian's, /usr/bin/chromium), so each is its
 own Streamlit session. Per session: the time from navigation to the page's first number on screen (a metric with
 a value; on the Lecture page, a revealed answer's text), or the error. The server's resident memory (VmRSS of its
-process) is sampled every 0.2 s: the peak during the run, and the settled value once every page is closed and
-the server has been idle for --settle seconds. On a 2-core machine the 40 browser pages compete with the server
-for the same CPUs, so the times are what a class would see with the server on one of its own laptops at worst.
+process and its worker processes) is sampled every 0.2 s: the peak during the run, and the settled value once every
+page is closed and the server has been idle for --settle seconds. On a 2-core machine the 40 browser pages compete
+with the server for the same CPUs, so the times are what a class would see with the server on one of its own
+laptops at worst.
 """
 
 from __future__ import annotations
@@ -105,11 +106,31 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def group(pid: int) -> list[Path]:
+    """/proc entries of the server and its worker processes (its process group: ui/shared/workers.py's pool and
+    fork server; the server was started in a session of its own)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.parent.name) == pid or int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pid:
+                found.append(stat.parent)
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of the server and its worker processes, summed: pages the workers share with the fork
+    server count once per process, so an upper bound."""
+    total, found = 0.0, False
+    for proc in group(pid):
+        try:
+            for line in (proc / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total, found = total + int(line.split()[1]) / 1024, True
+        except OSError:
+            continue
+    return total if found else float("nan")
 
 
 class Sampler:
@@ -117,7 +138,7 @@ class Sampler:
     time over the run (cpu / wall near 1: the server, one Python thread at a time, was the bottleneck)."""
 
     def __init__(self, pid: int, every: float = 0.2):
-        self.pid, self.every, self.peak, self.last = pid, every, 0.0, 0.0
+        self.pid, self.every, self.peak, self.last, self.processes = pid, every, 0.0, 0.0, 0
         self.cpu = self.wall = self.busy = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -126,6 +147,7 @@ class Sampler:
         while not self._stop.is_set():
             self.last = rss_mb(self.pid)
             self.peak = max(self.peak, self.last)
+            self.processes = max(self.processes, len(group(self.pid)))
             self._stop.wait(self.every)
 
     def __enter__(self) -> Sampler:
@@ -140,8 +162,8 @@ class Sampler:
         self.busy = machine_busy_s() - self._busy0
 
     def report(self) -> dict:
-        return {"rss_peak_mb": round(self.peak, 1), "server_cpu_s": round(self.cpu, 1),
-                "machine_cpu_s": round(self.busy, 1), "wall_s": round(self.wall, 1)}
+        return {"rss_peak_mb": round(self.peak, 1), "processes_peak": self.processes,
+                "server_cpu_s": round(self.cpu, 1), "machine_cpu_s": round(self.busy, 1), "wall_s": round(self.wall, 1)}
 
 
 def settled_rss(pid: int, seconds: float) -> float:

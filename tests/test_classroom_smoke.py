@@ -30,6 +30,7 @@ def test_three_students_open_three_distinct_links_at_once():
     assert sorted(out["by_page"]) == ["pipeline", "planner", "zero"]
     assert all(v["max_s"] is not None and v["max_s"] < classroom.TIMEOUT_S for v in out["by_page"].values())
     assert 0 < out["rss_start_mb"] <= out["rss_peak_mb"] and out["server_cpu_s"] > 0
+    assert out["processes_peak"] >= 3  # the server, the fork server and its worker processes (ui/shared/workers.py)
 
 
 def test_the_links_are_distinct_and_cover_the_four_pages():
