@@ -39,6 +39,7 @@ from core.cli import spec_args  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, serve, server_command  # noqa: E402
 
 TIMEOUT_S = 120.0
+WORKERS = "auto"  # the server's DASHBOARD_WORKERS (--workers): auto as deployed, 0 = everything in one process
 # True once the page shows its first number: a metric with a value in the main area, or a revealed answer.
 FIRST_NUMBER = """() => {
   const main = document.querySelector("[data-testid='stMain']");
@@ -256,7 +257,7 @@ def classroom(sessions: int, window: float, settle: float, warm: bool = True, cl
     meets a started server (its modules loaded) whose caches hold none of the class's links."""
     chosen = links(sessions)
     delays = [window * i / max(1, sessions - 1) for i in range(sessions)] if window else [0.0] * sessions
-    with serve(server_command(port := free_port()), "bench-classroom-server.log") as base:
+    with serve(server_command(port := free_port()), "bench-classroom-server.log", WORKERS) as base:
         pid = server_pid(port)
         if warm:
             asyncio.run(_with_browser(lambda b: asyncio.gather(*(student(b, base, link) for link in LECTURER))))
@@ -276,7 +277,7 @@ def classroom(sessions: int, window: float, settle: float, warm: bool = True, cl
 def planner_memory(n: int, settle: float) -> dict:
     """n distinct planner links, each opened in a page, its first number awaited, the page closed; then idle."""
     chosen = planner_links(n)
-    with serve(server_command(port := free_port()), "bench-classroom-planner.log") as base:
+    with serve(server_command(port := free_port()), "bench-classroom-planner.log", WORKERS) as base:
         pid = server_pid(port)
         start = rss_mb(pid)
 
@@ -308,7 +309,7 @@ def costly(heavy: int, other_delay: float = 3.0, link: str = COSTLY) -> dict:
     `other_delay` s later another student's page: every time, and the server's peak memory."""
     paths = [link] if heavy == 1 else [LARGE.format(mb=mb) for mb in itertools.islice(itertools.cycle(LARGE_MB),
                                                                                           heavy)]
-    with serve(server_command(port := free_port()), "bench-classroom-costly.log") as base:
+    with serve(server_command(port := free_port()), "bench-classroom-costly.log", WORKERS) as base:
         pid = server_pid(port)
         with Sampler(pid) as mem:
             *heavies, other = asyncio.run(_with_browser(lambda b: asyncio.gather(
@@ -336,9 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", choices=("browser", "ws"), default="browser",
                     help="browser: a Chromium page per student (default); ws: Streamlit's WebSocket protocol, what the "
                          "server does without the 40 pages' rendering on the same machine")
+    ap.add_argument("--workers", default="auto", help="the server's worker processes (DASHBOARD_WORKERS: auto, or 0 "
+                    "to 64; 0 runs every page's work in the serving process, as before ui/shared/workers.py)")
     spec_args.switch(ap, "--cold", help="no lecturer's visit first: the class meets a cold server")
     spec_args.switch(ap, "--json", help="print the figures as JSON")
     args = ap.parse_args(argv)
+    global WORKERS
+    WORKERS = args.workers
     if not Path(CHROMIUM).exists():
         print(f"needs Chromium at {CHROMIUM}", file=sys.stderr)
         return 2

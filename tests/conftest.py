@@ -129,15 +129,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve(command: list[str], log_name: str) -> Iterator[str]:
-    """Run a streamlit server command (its last argument sets the port); yield its base URL; stop it."""
+def serve(command: list[str], log_name: str, workers: str = "auto") -> Iterator[str]:
+    """Run a streamlit server command (its last argument sets the port) with `workers` worker processes
+    (DASHBOARD_WORKERS: auto as deployed); yield its base URL; stop it."""
     port = int(command[-1].rsplit("=", 1)[1])
     ARTIFACTS.mkdir(exist_ok=True)
     log = ARTIFACTS / log_name
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "DASHBOARD_WORKERS": "auto"})  # as deployed
+                                env={**os.environ, "DASHBOARD_WORKERS": workers})
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(proc, base, log)
