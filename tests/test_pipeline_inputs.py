@@ -13,7 +13,7 @@ from core.pipeline.schedules import build
 @pytest.mark.parametrize("kwargs,needle", [
     ({"p": 0}, "out of range"),
     ({"m": -1}, "out of range"),
-    ({"v": 9}, "out of range"),
+    ({"v": 65}, "out of range"),
     ({"tf": math.nan}, "finite"),
     ({"tb": math.inf}, "finite"),
     ({"tw": -1.0}, "out of range"),

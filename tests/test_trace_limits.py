@@ -28,7 +28,7 @@ from core.pipeline.trace_import import simulate_actions
 from tests.conftest import ROOT
 from tests.test_page_pipeline import run
 
-LARGEST = {"p": int(PIPELINE["p"].hi), "m": int(PIPELINE["m"].hi), "v": int(PIPELINE["v"].hi)}
+LARGEST = {"p": int(PIPELINE["p"].hi), "m": int(PIPELINE["m"].hi), "v": 8}  # p x m x v x 2 = the 1,048,576-op limit
 NO_TABLE = ("pipedream", "dualpipe")  # asynchronous, or every stage on two ranks: PyTorch has no table for them
 
 
@@ -96,9 +96,9 @@ ISSUE_TABLE = ",".join([f"{s}F0" for s in range(119_999)] + ["119999F1023"])[:97
 
 
 @pytest.mark.parametrize("table,needle", [
-    (ISSUE_TABLE, "row 1 (rank 0), column 513: stage 512 is beyond the simulator's stages 0..511"),
-    (",".join(f"{s}F0" for s in range(9)), "row 1 (rank 0), column 9: stage 8 is stage number 9 of this rank; "
-                                           "the simulator runs at most 8 stages per rank"),
+    (ISSUE_TABLE, "row 1 (rank 0), column 4097: stage 4,096 is beyond the simulator's stages 0..4095"),
+    (",".join(f"{s}F0" for s in range(65)), "row 1 (rank 0), column 65: stage 64 is stage number 65 of this rank; "
+                                            "the simulator runs at most 64 stages per rank"),
     ("0F0,0B0\n" * 100_000, "row 65 (rank 64), column 1: rank 64 is one too many: the simulator runs at most 64"),
     ("99999999999999999999F0,0B0\n", "column 1: stage 99999999... (20 digits) is beyond"),
     ("0F0,0B1024\n", "column 2: micro-batch 1,024 is beyond the simulator's micro-batches 0..1023"),
@@ -165,7 +165,7 @@ def cli(path):
 
 
 @pytest.mark.parametrize("table,needle", [
-    (ISSUE_TABLE.encode(), "stage 512 is beyond"),
+    (ISSUE_TABLE.encode(), "stage 4,096 is beyond"),
     (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4000, "is not UTF-8 text"),
     (("0F0," * 4_200_000).encode(), "the upload limit is 16 MiB"),
     (b"", "no actions"),
@@ -187,7 +187,7 @@ def test_the_page_refuses_the_issue_table_with_its_message():
     finally:
         tracemalloc.stop()
     assert not at.exception
-    assert any("This table cannot be timed: action table, row 1 (rank 0), column 513: stage 512 is beyond" in e.value
+    assert any("This table cannot be timed: action table, row 1 (rank 0), column 4097: stage 4,096 is beyond" in e.value
                for e in at.error)
     assert peak < 100e6
 

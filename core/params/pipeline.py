@@ -24,8 +24,10 @@ PIPELINE = table(
     Spec("p", "int", 4, 1, 64, label="Pipeline devices p",
          help="Number of devices in the pipeline (stages for non-interleaved schedules)."),
     Spec("m", "int", 8, 1, 1024, label="Micro-batches m", help="Micro-batches per iteration (per flush)."),
-    Spec("v", "int", 2, 1, 8, label="Chunks per device v",
-         help="Virtual stages per device; used by interleaved and looped-bfs (V schedules always use 2)."),
+    Spec("v", "int", 2, 1, 64, label="Chunks per device v",
+         help="Virtual stages per device; used by interleaved and looped-bfs (V schedules always use 2). Up to 64: "
+              "Megatron-LM's limit is one layer per virtual stage (v <= L / p; NVIDIA's GPT-3 175B and Nemotron-4 "
+              "340B recipes run v = 12, 96 layers on p = 8)."),
     Spec("tf", "float", 1.0, 0.001, 1000.0, label="Forward time t_f", unit="time units",
          help="Forward of one micro-batch through one device's share of the model."),
     Spec("tb", "float", 2.0, 0.001, 1000.0, label="Backward time t_b", unit="time units",

@@ -22,6 +22,8 @@ from core.pipeline.schedules import REGISTRY, estimated_ops
 M_MAX = int(PIPELINE["m"].hi)
 FRONTIER_OPS = MAX_OPS // 4  # per schedule: above this a schedule is left out of the frontier (page and CLI alike)
 
+MATCH_MAX_V = 8  # depths the equal-memory match tries (a deeper v can be set directly: PIPELINE["v"] goes to 64)
+
 
 def peak_activation(params: PipelineParams) -> float:
     return float(simulate(params).timeline.peak_activation.max())
@@ -70,7 +72,7 @@ def match_memory(ref: PipelineParams, name: str, target: float | None = None) ->
     then the smaller bubble. Raises nothing: a schedule that cannot get there says why."""
     goal = peak_activation(ref) if target is None else float(target)
     entry = REGISTRY[name]
-    vs = [ref.v] if entry.chunks != "v" else list(range(2 if name == "interleaved" else 1, int(PIPELINE["v"].hi) + 1))
+    vs = [ref.v] if entry.chunks != "v" else list(range(2 if name == "interleaved" else 1, MATCH_MAX_V + 1))
     best: tuple | None = None
     notes = []
     for v in vs:
