@@ -23,7 +23,7 @@ from ui.zero import cache as cz
 from ui.zero import figures as fz
 from ui.zero import tabs as zt
 
-SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.ACT, **zp.WRAP, **zp.DEMO}
+SPECS = {**ZERO, **zp.PAGE, **zp.CUSTOM, **zp.MOE, **zp.MLA, **zp.ACT, **zp.WRAP, **zp.DEMO}
 
 page_header("zero")
 enter_page("zero", SPECS)
@@ -87,6 +87,8 @@ def inputs(v: dict, shape) -> None:
             if v.get("expert_params"):
                 st.caption("Mixture of experts: the routed experts' shape (their activations and layers)")
                 grid(v, zp.MOE, tuple(zp.MOE), 3)
+            st.caption("Multi-head latent attention (kv_lora_rank > 0): its latents and head dims (activations)")
+            grid(v, zp.MLA, tuple(zp.MLA), 3)
     if v["act"]:
         with st.expander("Activations: micro-batch, recomputation and the schedule they come from", expanded=True):
             grid(v, zp.ACT, tuple(zp.ACT), 3)

@@ -36,6 +36,10 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     "custom-dense": PlannerParams(model="custom", layers=32, hidden=4096, heads=32, ffn=16384, vocab=50000,
                                   gpus=32, batch=256, mb_sizes=(1,)),
     "custom-moe": PlannerParams(gpus=32, batch=256, mb_sizes=(1,), **CUSTOM_MOE),
+    # Moonlight's shape: multi-head latent attention (kv latent 512, no query latent) with fine-grained experts
+    "custom-mla": PlannerParams(model="custom", layers=27, hidden=2048, heads=16, ffn=11264, vocab=163840,
+                                mlp="swiglu", tied=False, experts=64, top_k=6, shared_experts=2, expert_ffn=1408,
+                                dense_layers=1, flash="true", kv_lora_rank=512, gpus=16, batch=128, mb_sizes=(1,)),
     # the embedding and the loss counting as layers of the split: at p = 32 the end stages hold 2 of 80 layers, the
     # others 3, so a middle device (3 layers x 31 micro-batches) holds more than the first (2 x 32)
     "llama3-70b-ends": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_p=32, mb_sizes=(1,),
@@ -117,7 +121,7 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
     assert planner.plan(QUESTIONS["llama3-70b-ends"]).best()["worst_stage"] == "middle"  # a middle device fullest
 
 
-@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "llama3-70b-ends"])
+@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "custom-mla", "llama3-70b-ends"])
 def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans, name):
     # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
     view = plans[name]

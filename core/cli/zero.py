@@ -24,7 +24,7 @@ SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": 
 # The page's model and GPU pickers, "custom" by default on the command line (the typed --params, --gpu-mem); the
 # activation inputs and the custom model's shape.
 PAGE = {k: replace(zero_page.PAGE[k], default="custom") for k in ("model", "gpu")} | {"act": zero_page.PAGE["act"]}
-MORE = {**PAGE, **zero_page.ACT, **zero_page.CUSTOM, **zero_page.MOE}
+MORE = {**PAGE, **zero_page.ACT, **zero_page.CUSTOM, **zero_page.MOE, **zero_page.MLA}
 
 
 def build(parser: argparse.ArgumentParser) -> None:

@@ -67,6 +67,8 @@ CUSTOM = table(
               "mtp_layers > 0; their routed experts are the MoE layers' size. The planner's links fill it in."),
 )
 MOE = table(*(MODEL[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")))
+MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim")
+MLA = table(*(MODEL[k] for k in MLA_KEYS))  # multi-head latent attention: kv_lora_rank > 0 turns it on
 SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s", unit="tokens",
            help="0 = the model's own (a named model's; 2,048 for the custom model, the ZeRO paper's 7.5B); a number "
                 "trains it at that length, as the planner's `seq` does.")

@@ -209,6 +209,9 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
         if m.is_moe:
             base |= {"expert_params": round(m.expert_params), "experts": m.moe.experts, "top_k": m.moe.top_k,
                      "shared_experts": m.moe.shared, "expert_ffn": m.moe.expert_ffn, "dense_layers": m.moe.first_dense}
+        if m.mla is not None:
+            base |= {"kv_lora_rank": m.mla.kv_lora_rank, "q_lora_rank": m.mla.q_lora_rank,
+                     "qk_head_dim": m.mla.qk_head_dim, "qk_rope_dim": m.mla.qk_rope_dim, "v_head_dim": m.mla.v_head_dim}
     elif q.seq:
         base["seq"] = m.seq  # a preset at another length: the ZeRO page's activations use it
     g = result.gpu  # a preset with an override opens the ZeRO page on the numbers the plan used

@@ -21,7 +21,7 @@ from core.memory import deepspeed_estimate, experts, fit, per_gpu
 from core.memory import states as memory
 from core.memory.offload import PARAM_OFFLOADS, nvme_traffic, supported
 from core.model import counts, presets
-from core.model.blocks import MoeConfig
+from core.model.blocks import MlaConfig, MoeConfig
 from core.params import zero_page
 from core.params.memory import ZeroParams
 from core.pipeline.schedules import chunks_per_device
@@ -52,6 +52,11 @@ class Shape:
     dense_layers: int = 0
     mtp_layers: int = 0  # multi-token prediction depths on the last stage
     mtp_params: float = 0.0  # their parameters outside routed experts
+    kv_lora_rank: int = 0  # multi-head latent attention (zero_page.MLA), on when > 0
+    q_lora_rank: int = 0
+    qk_head_dim: int = zero_page.MLA["qk_head_dim"].default
+    qk_rope_dim: int = zero_page.MLA["qk_rope_dim"].default
+    v_head_dim: int = zero_page.MLA["v_head_dim"].default
     model: str = "custom"  # a preset key: its own architecture (seq may differ: trained at another length)
 
 
@@ -111,7 +116,15 @@ def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
         flash_attention=shape.flash, gemm_share=share, expert_params=float(q.expert_params), moe=moe,
         moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim,
         mtp_layers=shape.mtp_layers, mtp_dense=float(shape.mtp_params) if shape.mtp_layers else 0.0,
-        mlp=shape.mlp, **_block_style(shape.mlp))
+        mlp=shape.mlp, mla=_mla(shape), **_block_style(shape.mlp))
+
+
+def _mla(shape: Shape) -> MlaConfig | None:
+    """The custom model's latent attention, as the planner's custom model has it (None: plain attention)."""
+    if not shape.kv_lora_rank:
+        return None
+    return MlaConfig(kv_lora_rank=shape.kv_lora_rank, qk_head_dim=shape.qk_head_dim, qk_rope_dim=shape.qk_rope_dim,
+                     v_head_dim=shape.v_head_dim, q_lora_rank=shape.q_lora_rank)
 
 
 def _block_style(mlp: str) -> dict:

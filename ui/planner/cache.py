@@ -23,7 +23,7 @@ from ui.planner import figures as fp
 from ui.shared.cache import cached
 from ui.shared.links import page_link_with_params
 
-ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.MOE, **zero_page.ACT}
+ZERO_PAGE_SPECS = {**ZERO, **zero_page.PAGE, **zero_page.CUSTOM, **zero_page.MOE, **zero_page.MLA, **zero_page.ACT}
 # A parameter set is keyed by its repr (every field, exactly): Streamlit's own hash walks the dataclass field by
 # field, ~0.7 ms, paid by each of the page's five cached calls on every rerun.
 BY_REPR = {PlannerParams: repr}
