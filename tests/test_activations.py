@@ -154,3 +154,22 @@ def test_megatron_mla_layer_keeps_its_latents_and_wider_query_key():
     by_token = norms + latent + qkv + 2 * a * v + 4 * a + 4 * f + 2 * f
     assert float(shape.per_layer()) == s * b * by_token
     assert float(shape.per_layer("selective")) == s * b * (by_token - qkv - 4 * a)
+
+
+def test_torchtitan_per_op_policy_counts_on_from_mla_query_latent():
+    """torchtitan's per-op policy saves every other matmul's output, counted from the layer's first: after plain
+    attention's four (or MLA's without a query latent) a SwiGLU keeps w1's and w2's outputs; after MLA's five (wq_a,
+    wq_b, wkv_a, wkv_b, wo) it keeps w3's instead, and wq_a's, wkv_a's and wo's outputs in the attention."""
+    from core.frameworks import pytorch
+    from core.frameworks.records import Arch
+
+    def selective(q_lora: bool) -> set[str]:
+        arch = Arch(norm="rmsnorm", mlp="swiglu", flash=True, rope=True, dropout=False, mla=True, q_lora=q_lora)
+        return {k.name for k in pytorch.eager_block(arch) if "selective" in k.modes}
+
+    plain, latent = selective(False), selective(True)
+    assert {"w1 output (silu input)", "w2 output (per-op policy)", "wq output (per-op policy)"} <= plain
+    assert "w3 output" not in plain
+    assert {"w3 output", "wq_a output (per-op policy)", "wkv_a output (per-op policy)",
+            "wo output (per-op policy)"} <= latent
+    assert not {"w1 output (silu input)", "w2 output (per-op policy)", "wq output (per-op policy)"} & latent

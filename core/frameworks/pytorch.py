@@ -101,15 +101,16 @@ def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
         kept += norm("feed-forward")
     if a.moe:
         kept += _moe(a) + _moe_per_op(a)
-    elif a.mlp == "swiglu":
-        kept += [Kept("w1 output (silu input)", "f", 2.0, "tp", NOT_FULL),
+    elif a.mlp == "swiglu":  # the per-op policy saves w1's and w2's outputs after four attention matmuls, w3's after
+        odd = not a.q_lora  # MLA's five (query latent)
+        kept += [Kept("w1 output (silu input)", "f", 2.0, "tp", NOT_FULL if odd else NONE_ONLY),
                  Kept("silu output", "f", 2.0, "tp", NONE_ONLY),
-                 Kept("w3 output", "f", 2.0, "tp", NONE_ONLY),
+                 Kept("w3 output", "f", 2.0, "tp", NONE_ONLY if odd else NOT_FULL),
                  Kept("w2 input (product)", "f", 2.0, "tp", NONE_ONLY)]
     else:
         kept += [Kept("fc1 output (GeLU input)", "f", 2.0, "tp", NOT_FULL),
                  Kept("fc2 input", "f", 2.0, "tp", NONE_ONLY)]
-    if not a.moe:
+    if not a.moe and not (a.q_lora and a.mlp == "swiglu"):
         kept.append(Kept("w2 output (per-op policy)", "h", 2.0, "rep", SELECTIVE_ONLY))
     if a.dropout:
         kept.append(Kept("residual dropout masks (two)", "h", 2.0, "rep", NONE_ONLY))
