@@ -46,6 +46,9 @@ def test_the_container_cpu_limit_caps_the_workers(tmp_path):
     assert workers.cpu_quota(v2, (tmp_path / "q", tmp_path / "p")) is None
     v2.write_text("150000 100000\n")  # docker run --cpus 1.5
     assert workers.cpu_quota(v2, (tmp_path / "q", tmp_path / "p")) == 1.5
+    for junk in ("", "100000 0", "lots 100000"):  # an unreadable limit is no limit, never a crash
+        v2.write_text(junk)
+        assert workers.cpu_quota(v2, (tmp_path / "q", tmp_path / "p")) is None
     quota, period = tmp_path / "q", tmp_path / "p"
     quota.write_text("400000")
     period.write_text("100000")

@@ -49,7 +49,7 @@ def cpu_quota(v2: Path = CGROUP_V2, v1: tuple[Path, Path] = CGROUP_V1) -> float 
     try:
         quota, period = v2.read_text().split()[:2]
         return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ZeroDivisionError):
         pass
     try:
         quota, period = (int(p.read_text()) for p in v1)
