@@ -69,6 +69,10 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
         a.append("--disable-bias-linear")
     if m.embed_norm:
         notes.append("The layer norm after the embedding (BLOOM) has no Megatron-LM flag.")
+    if not m.dropout:  # Megatron-LM's defaults are 0.1: without these the run keeps masks the row does not count
+        a += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
+    if not m.flash_attention:  # the default (auto) picks a fused kernel, which the row does not count
+        a += ["--attention-backend", "unfused"]
     a += ["--micro-batch-size", str(layout.micro_batch_size), "--global-batch-size", str(layout.global_batch)]
     if layout.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]

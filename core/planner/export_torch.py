@@ -225,6 +225,8 @@ def _constants(layout: Layout) -> list[str]:
         *([f"CP = {layout.cp}  # context parallelism: each sequence split over CP ranks"] if layout.cp > 1 else []),
         f"MICRO_BATCH, MICROBATCHES = {layout.micro_batch_size}, {layout.grad_accum_steps}  # per data-parallel rank",
         f'ZERO, RECOMPUTE, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", "{layout.offload}"',
+        f'SCHEDULE, V, SEQUENCE_PARALLEL, RESHARD = "{layout.schedule}", {layout.v}, '
+        f'{layout.sequence_parallel and layout.t > 1}, {layout.reshard}  # as planned (core check reads them)',
         f"DTYPE, LR = torch.{'bfloat16' if layout.half == 'bf16' else 'float16'}, 1e-4",
         *(["FP8 = True  # torchao's float8 linears (pip install torchao; an FP8 GPU such as the H100)"]
           if layout.precision == "fp8" else []),
