@@ -76,17 +76,23 @@ class Framework:
     moe_switches: tuple[str, ...] = ()  # MoE software the step time can assume (core.params.planner moe_dispatcher
     #                                     "deepep", moe_a2a_overlap): question-wide, like tp_bwd_overlap, so a note,
     #                                     not a filter, says who has them; each with its entry in `sources`
+    beyond_export: Mapping[str, str] = None  # type: ignore[assignment]  # capability -> where the framework runs
+    #    it though the planner's export does not write it: `refusals(export=False)` (a checked config) skips these;
+    #    the search (`runs`) still keeps to what the export writes
     switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
     #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
     #                                 parameters from forward to backward); each with its entry in `sources`
 
-    def refusals(self, s: Setting, cite: bool = True) -> list[str]:
-        """Why this framework cannot run one layout (empty when it can), each reason with its source."""
+    def refusals(self, s: Setting, cite: bool = True, export: bool = True) -> list[str]:
+        """Why this framework (export=False) or the planner's export for it (export=True) cannot run one layout
+        (empty when it can), each reason with its source."""
         t, p, zero, schedule, recompute, offload = s.t, s.p, s.zero, s.schedule, s.recompute, s.offload
         out = []
+        beyond = () if export else tuple(self.beyond_export or ())
 
         def say(text: str, source: str) -> None:
-            out.append(f"{text} [{self.sources[source]}]" if cite else text)
+            if source not in beyond:
+                out.append(f"{text} [{self.sources[source]}]" if cite else text)
 
         if s.cp > 1 and not self.context_parallel:
             say(f"{self.label} has no context parallelism (cp = {s.cp})", "context_parallel")
@@ -275,6 +281,11 @@ TABLE: dict[str, Framework] = {
                           "torchtitan/distributed/fsdp.py)",
         },
         context_parallel=True, fp8=True, switches=("no_reshard",),
+        beyond_export={
+            "expert_parallel": "torchtitan runs FSDP2 with expert parallelism (parallelism.expert_parallel_degree, "
+                               "torchtitan/distributed/expert_parallel.py); the planner's script does not write it",
+            "moe_blocks": "torchtitan's deepseek_v3 and qwen3 MoE models (routed experts on grouped GEMMs, latent "
+                          "attention); the planner's script builds a dense decoder"},
         exclusions=(Exclusion(
             (3,), ("zb-h1", "zb-h2", "zbv"),
             "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "

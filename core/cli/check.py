@@ -1,0 +1,132 @@
+"""`python -m core check FILE...`: a run you already have, read from its config, evaluated as a planner row.
+
+    python -m core check train_llama3_8b.sh --gpu h100-80gb
+    python -m core check llama3_70b.toml --gpus 256
+    python -m core check ds_config.json config.json --gpus 64 --json
+    python -m core check megatron_gpt_config.yaml --set dp_overlap=0.5
+
+Reads a Megatron-LM command or launch script, a torchtitan TOML, a DeepSpeed JSON (with the model's Hugging Face
+config.json), a Hugging Face config.json alone, a NeMo 1 YAML or NeMo 2 recipe, or the planner's own PyTorch
+script; nothing in a file is executed. Prints the row (memory per GPU with its parts, fits or not, step time, MFU,
+bubble), then every field of the file: read, no effect, unsupported, and what was assumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from core.cli import spec_args
+from core.cli.plan import parse_fix
+from core.cli.text import print_json
+from core.configs import check as checker
+from core.configs.account import KINDS
+from core.configs.formats import KINDS as FORMATS
+from core.configs.formats import MAX_BYTES
+from core.errors import InputError
+from core.params.planner import BUDGET, PLAN
+from core.units import GB
+
+GIVEN = {"gpus": "--gpus", "gpu": "--gpu", "gpu_mem": "--gpu-mem", "batch": "--global-batch", "seq": "--seq",
+         "model": "--model"}
+
+
+def build(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="one run: a config file, or a DeepSpeed JSON (and its pipeline setup .py) with the "
+                             "model's Hugging Face config.json; at most 4 files of 1 MB each")
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="the file's format (default: detected)")
+    for key, flag in GIVEN.items():
+        spec_args.add(parser, PLAN[key], flag)
+    parser.add_argument("--fix", default="", metavar="KEY=VALUE,...",
+                        help="layout values the files do not give (or that you want changed), as in plan --fix")
+    parser.add_argument("--set", default="", metavar="KEY=VALUE,...",
+                        help="any other planner input by its key (e.g. dp_overlap=0.5,precision=fp8)")
+    spec_args.add(parser, BUDGET)
+    spec_args.switch(parser, "--json", help="Print the row and the account of every field as JSON.")
+
+
+def overrides(args: argparse.Namespace) -> dict[str, str]:
+    out = {k: str(getattr(args, k)) for k in GIVEN if getattr(args, k, None) is not None}
+    out.update(parse_fix(args.fix))
+    if len(args.set) > 400:
+        raise InputError("--set: too long")
+    for item in filter(None, (s.strip() for s in args.set.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in PLAN:
+            raise InputError(f"--set: {item[:40]!r} is not KEY=VALUE with KEY a planner input")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    texts = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            raise InputError(f"{name[:80]}: no such file")
+        if path.stat().st_size > MAX_BYTES:
+            raise InputError(f"{name[:80]}: larger than {MAX_BYTES // 1000:,} KB; not a training config")
+        texts.append((path.name, path.read_text(encoding="utf-8", errors="replace")))
+    budget = int(BUDGET.parse(args.budget)) if args.budget is not None else None
+    done = checker.check(texts, overrides(args), args.format, budget)
+    if args.json:
+        print_json(as_json(done))
+    else:
+        print(as_text(done))
+    return 0
+
+
+def as_json(done: checker.Checked) -> dict:
+    rows = done.result.records(top=1)
+    return {"format": done.reading.kind, "framework": done.reading.framework, "row": rows[0] if rows else None,
+            "why_empty": done.result.why_empty(), "refused_by_framework": done.refusals(),
+            "account": [e.__dict__ for e in done.reading.entries], "counts": done.reading.counts(),
+            "typed": done.typed, "better": done.better()}
+
+
+def as_text(done: checker.Checked) -> str:
+    res, row, reading = done.result, done.row, done.reading
+    m, g = res.model, res.gpu
+    lines = [f"Checked {reading.source} ({reading.kind}): {m.name} on {res.params.gpus:,} x {g.name}, global batch "
+             f"{res.params.batch:,} x {m.seq:,} tokens."]
+    if row is None:
+        lines.append(res.why_empty())
+    else:
+        sched = row["schedule"] + (f" v={row['v']}" if row["v"] > 1 else "")
+        lines.append(f"Layout: t={row['t']} p={row['p']} d={row['d']} cp={row['cp']} ep={row['ep']}, "
+                     f"{sched if row['p'] > 1 else 'no pipeline'}, micro-batch {row['micro_batch_size']} x "
+                     f"{row['m']} per step, ZeRO-{row['zero_stage']}, recompute {row['recompute']}, SP "
+                     f"{'on' if row['sequence_parallel'] else 'off'}, offload {row['offload']}.")
+        parts = ", ".join(f"{name} {row[col] / GB:,.1f}" for name, col in (
+            ("model states", "states_on_gpu_bytes"), ("activations", "activation_bytes"),
+            ("ZeRO-3 working", "zero3_working_bytes"), ("buffers", "buffer_bytes"),
+            ("allocator reserve", "reserve_bytes"),
+            ("outside PyTorch", "outside_bytes")) if row[col] and row[col] == row[col])
+        if math.isfinite(row["memory_bytes"]):
+            fits = "fits" if row["fits"] else "does NOT fit"
+            lines.append(f"Memory per GPU: {row['memory_bytes'] / GB:,.1f} GB ({row['memory_accounting']} "
+                         f"accounting; {parts}) of {row['usable_bytes'] / GB:,.1f} GB usable: {fits}.")
+        else:
+            lines.append(f"Memory per GPU: does NOT fit in {row['usable_bytes'] / GB:,.1f} GB usable "
+                         f"({row['memory_accounting']} accounting; {parts}).")
+        if row["reasons"]:
+            lines.append("Why not feasible: " + "; ".join(row["reasons"]))
+        if math.isfinite(row["step_time_s"]):
+            lines.append(f"Step time {row['step_time_s']:,.2f} s, {row['tokens_per_s']:,.0f} tokens/s, MFU "
+                         f"{100 * row['mfu']:.1f} %, bubble {100 * row['bubble_fraction']:.1f} % (idle share of "
+                         "the timeline).")
+        refusals = done.refusals()
+        if reading.framework:
+            lines.append(f"{reading.framework} runs this layout: " + ("yes." if not refusals else
+                                                                      "no: " + "; ".join(refusals)))
+    counts = reading.counts()
+    for kind in KINDS:
+        entries = [e for e in reading.entries if e.kind == kind]
+        if entries:
+            lines += ["", f"{kind.capitalize()} ({counts[kind]}):"]
+            lines += [f"  {e.name}{' = ' + e.value if e.value else ''}: {e.meaning}" for e in entries]
+    lines += ["", "The same run typed by hand:", "  " + done.typed,
+              "Better layouts for this run:", "  " + done.better()]
+    return "\n".join(lines)

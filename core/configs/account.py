@@ -1,0 +1,78 @@
+"""What a config file said, field by field, and what the planner made of it.
+
+Every field of a file lands in exactly one of four kinds, so a user can see that nothing was dropped silently:
+read (it sets a planner input), no effect (read, and it changes neither memory nor step time: paths, learning
+rates, logging), unsupported (it would change the row but the planner cannot model it, or cannot parse it), and,
+for planner inputs the file does not give, assumed (with the default taken and why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import InputError
+
+KINDS = ("read", "no effect", "unsupported", "assumed")
+MAX_FIELDS = 4000  # a config with more fields than this is not a training config (bounded work and output)
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str  # one of KINDS
+    name: str  # as the file spells it (a flag, a dotted key), or the planner input for "assumed"
+    value: str  # as written, shortened
+    meaning: str  # what it became ("t = 8"), or why it has no effect / is unsupported / was assumed
+    source: str = ""  # which file (several may be checked together)
+
+
+@dataclass
+class Reading:
+    """One or more files read into planner inputs (core.params.planner PLAN keys, as strings) plus the account."""
+
+    kind: str  # "megatron", "torchtitan", "deepspeed", "huggingface", "nemo", "torch-script", or a "+" join
+    framework: str  # whose bytes the row counts (core.frameworks key) or "" when the file does not say
+    raw: dict[str, str] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    source: str = ""
+
+    def _add(self, kind: str, name: str, value: object, meaning: str) -> None:
+        if len(self.entries) >= MAX_FIELDS:
+            raise InputError(f"{self.source or 'config'}: more than {MAX_FIELDS:,} fields; not a training config")
+        self.entries.append(Entry(kind, str(name)[:80], _short(value), meaning, self.source))
+
+    def read(self, name: str, value: object, sets: dict[str, object], meaning: str = "") -> None:
+        """The field sets planner inputs (`sets`: PLAN key -> value)."""
+        for key, v in sets.items():
+            self.raw[key] = _text(v)
+        said = meaning or ", ".join(f"{k} = {_text(v)}" for k, v in sets.items())
+        self._add("read", name, value, said)
+
+    def no_effect(self, name: str, value: object, why: str) -> None:
+        self._add("no effect", name, value, why)
+
+    def unsupported(self, name: str, value: object, why: str) -> None:
+        self._add("unsupported", name, value, why)
+
+    def assume(self, key: str, value: object, why: str) -> None:
+        """A planner input the file does not give: the default taken, and why."""
+        self.raw[key] = _text(value)
+        self._add("assumed", key, value, why)
+
+    def has(self, key: str) -> bool:
+        return key in self.raw
+
+    def counts(self) -> dict[str, int]:
+        return {k: sum(e.kind == k for e in self.entries) for k in KINDS}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = _text(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

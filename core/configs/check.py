@@ -1,0 +1,125 @@
+"""A run read from config files, evaluated as the planner evaluates a row, with the account of every field.
+
+The files become planner inputs with every layout dimension pinned, so the one row evaluated is exactly the row a
+user gets by typing the same run into `plan` (the command is part of the answer: `typed`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from core.configs.account import Entry, Reading
+from core.configs.formats import read_any
+from core.errors import InputError
+from core.params.planner import BUDGET, PLAN, PlannerParams
+from core.planner import frameworks
+from core.planner import plan as planner
+from core.planner.frameworks import Setting
+
+PINNED = ("fix_t", "fix_p", "fix_cp", "fix_ep", "zero", "schedule", "v", "mb_sizes", "recompute", "sp", "offload",
+          "reshard", "tp_comm_overlap")
+# The planner's CLI spelling of each input that is not `--key-with-dashes` (core.cli.plan).
+FIX_FLAGS = {"fix_t": "t", "fix_p": "p", "fix_d": "d", "fix_cp": "cp", "fix_ep": "ep", "fix_etp": "etp",
+             "zero": "zero", "schedule": "schedule", "v": "v", "mb_sizes": "mbs", "recompute": "recompute",
+             "sp": "sp", "offload": "offload", "reshard": "reshard", "tp_comm_overlap": "tp_overlap"}
+FLAGS = {"batch": "--global-batch", "mb_sizes": "--micro-batch-sizes", "gpn": "--gpus-per-node",
+         "shared_experts": "--shared-experts", "dense_layers": "--dense-layers", "mtp_layers": "--mtp-layers"}
+
+
+@dataclass(frozen=True, eq=False)
+class Checked:
+    reading: Reading
+    params: PlannerParams
+    result: planner.PlanResult
+    typed: str  # the same run as a `python -m core plan` command
+
+    @property
+    def row(self) -> pd.Series | None:
+        frame = self.result.frame
+        return None if frame.empty else frame.iloc[0]
+
+    def refusals(self) -> list[str]:
+        """Why the file's own framework cannot run the layout as the planner reads it (empty when it can)."""
+        row, key = self.row, self.reading.framework
+        if row is None or key not in frameworks.TABLE:
+            return []
+        m = self.result.model
+        return frameworks.framework(key).refusals(Setting(
+            t=int(row["t"]), p=int(row["p"]), zero=int(row["zero_stage"]), schedule=str(row["schedule"]),
+            sp=bool(row["sequence_parallel"]), recompute=str(row["recompute"]), offload=str(row["offload"]),
+            cp=int(row["cp"]), ep=int(row["ep"]), fp8=self.result.precision == "fp8",
+            moe=m.moe is not None or m.mla is not None), export=False)
+
+    def better(self) -> str:
+        """The `plan` command that searches around this run: the model, GPUs, batch and switches kept, the layout
+        free."""
+        raw = {k: v for k, v in self.reading.raw.items() if k not in PINNED and k not in ("fix_d", "fix_etp")}
+        return command(raw, self.reading.framework)
+
+
+def check(texts: list[tuple[str, str]], overrides: dict[str, str] | None = None, kind: str = "auto",
+          budget: int | None = None) -> Checked:
+    """Evaluates the run in `texts` ((name, content) pairs: one config, or a DeepSpeed JSON with a Hugging Face
+    config.json); `overrides` (PLAN key -> string, e.g. from the command line) win over the files."""
+    if not texts:
+        raise InputError("no config given")
+    reading = read_any(texts, kind)
+    for key, value in (overrides or {}).items():
+        if key not in PLAN:
+            raise InputError(f"{key}: not a planner input")
+        was = reading.raw.get(key)
+        reading.raw[key] = str(value)
+        said = "" if was is None else f" (the file said {was})"
+        reading.entries.append(Entry("read", key, str(value), f"given with the check{said}", "command line"))
+    _fill(reading)
+    params = PlannerParams.from_strings(dict(reading.raw))
+    result = planner.plan(params, int(budget or BUDGET.default))
+    return Checked(reading, params, result, command(reading.raw, reading.framework))
+
+
+def _fill(r: Reading) -> None:
+    """Planner inputs no file gives, each assumed in so many words."""
+    if "gpu" not in r.raw:
+        r.assume("gpu", PLAN["gpu"].default, "no config file names the GPU; the planner's default (give --gpu)")
+    t, p, cp = (int(r.raw.get(k, 1) or 1) for k in ("fix_t", "fix_p", "fix_cp"))
+    if "gpus" not in r.raw:
+        experts = int(r.raw.get("fix_ep", 1) or 1) * int(r.raw.get("fix_etp", 0) or t)
+        d = int(r.raw.get("fix_d", 0) or 0) or experts // math.gcd(experts, t * cp)
+        r.assume("gpus", t * p * cp * d, "the file does not give the number of GPUs; the fewest its layout needs "
+                                         f"(d = {d}; give --gpus)")
+    if "batch" not in r.raw:
+        d = int(r.raw["gpus"]) // max(1, t * p * cp)
+        mbs = int(str(r.raw.get("mb_sizes", "1")).split(",")[0])
+        r.assume("batch", mbs * max(d, 1), "no global batch: one micro-batch per data-parallel rank (Megatron-LM's "
+                                           "default)")
+    if r.framework and "memory_framework" not in r.raw:
+        r.raw["memory_framework"] = r.framework
+    r.raw.setdefault("framework", "any")
+    for key, value in (("schedule", "1f1b"), ("v", "1"), ("reshard", "on"), ("tp_comm_overlap", "off"),
+                       ("offload", "none"), ("sp", "off"), ("recompute", "none"), ("zero", "0"),
+                       ("mb_sizes", "1"), ("fix_t", "1"), ("fix_p", "1"), ("fix_cp", "1"), ("fix_ep", "1")):
+        if key not in r.raw:
+            r.assume(key, value, "the file does not say; the framework's plain default")
+
+
+def command(raw: dict[str, str], framework: str = "") -> str:
+    """`python -m core plan ...` for planner inputs (PLAN key -> string)."""
+    from core.cli.plan import ARCH_FLAGS, GPU_FLAGS
+
+    flag_of = {**{k: f for k, f in ARCH_FLAGS.items()}, **GPU_FLAGS, **FLAGS}
+    parts = ["python -m core plan"]
+    fix = [f"{FIX_FLAGS[k]}={raw[k]}" for k in FIX_FLAGS if k in raw]
+    for key, value in raw.items():
+        if key in FIX_FLAGS or key in ("framework",) or (key == "model" and value == "custom"):
+            continue
+        parts.append(f"{flag_of.get(key, '--' + key.replace('_', '-'))} {_quote(value)}")
+    if fix:
+        parts.append("--fix " + ",".join(fix))
+    return " ".join(parts)
+
+
+def _quote(value: str) -> str:
+    return value if value and all(c.isalnum() or c in "._-,+:/" for c in value) else repr(value)

@@ -1,0 +1,110 @@
+"""Which reader a config file needs, decided from its content (never by running it), and several files merged.
+
+Formats: a Megatron-LM command or launch script, a torchtitan TOML, a DeepSpeed JSON (with a Hugging Face
+config.json for the model and the Python that builds its pipeline topology), a Hugging Face config.json alone, a
+NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tree, never run).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+from core.configs import deepspeed_json, hf_config, megatron_args, nemo_yaml, torch_script, torchtitan_toml
+from core.configs.account import Reading
+from core.errors import InputError
+
+MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
+MAX_FILES = 4
+KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "torch-script")
+
+
+def read_any(texts: list[tuple[str, str]], kind: str = "auto") -> Reading:
+    if kind not in KINDS:
+        raise InputError(f"format: {kind[:40]!r} is not one of {', '.join(KINDS)}")
+    if len(texts) > MAX_FILES:
+        raise InputError(f"check takes at most {MAX_FILES} files (one run: its config and its model's config.json)")
+    readings = []
+    for name, text in texts:
+        if len(text.encode("utf-8", "replace")) > MAX_BYTES:
+            raise InputError(f"{name}: larger than {MAX_BYTES // 1000:,} KB; not a training config")
+        if "\x00" in text:
+            raise InputError(f"{name}: binary content; not a training config")
+        try:
+            readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto"))
+        except RecursionError:
+            raise InputError(f"{name}: nested too deeply; not a training config") from None
+    return merge(readings)
+
+
+def detect(name: str, text: str) -> str:
+    stripped = text.lstrip()
+    low = name.lower()
+    if low.endswith(".json") or stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{name}: a JSON config must be an object")
+        if any(k in data for k in ("num_hidden_layers", "n_layer", "num_layers")) and "hidden_size" in data \
+                or "architectures" in data or "model_type" in data:
+            return "huggingface"
+        return "deepspeed"
+    if low.endswith(".toml"):
+        return "torchtitan"
+    if low.endswith((".yaml", ".yml")):
+        return "nemo"
+    if low.endswith(".py") or "import " in text and "def " in text:
+        if "run.Partial" in text or "nemo.collections" in text or "recipe" in text:
+            raise InputError(f"{name}: a NeMo 2 recipe is Python that builds its config when run; the checker does "
+                             "not read it yet (give the run's Megatron-LM flags, or the NeMo 1 YAML)")
+        if "PipeModelDataParallelTopology" in text or "deepspeed.initialize" in text:
+            return "deepspeed-setup"
+        return "torch-script"
+    if "--" in text and any(k in text for k in ("pretrain_", "--num-layers", "--tensor-model-parallel-size",
+                                                "--hidden-size")):
+        return "megatron"
+    try:
+        data = tomllib.loads(text)
+        if isinstance(data, dict) and ("parallelism" in data or "training" in data):
+            return "torchtitan"
+    except tomllib.TOMLDecodeError:
+        pass
+    raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML, "
+                     "a DeepSpeed JSON, a Hugging Face config.json, a NeMo YAML or recipe)")
+
+
+def _read_one(name: str, text: str, kind: str) -> Reading:
+    kind = detect(name, text) if kind == "auto" else kind
+    reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
+              "huggingface": hf_config.read, "nemo": nemo_yaml.read, "deepspeed-setup": deepspeed_json.read_setup,
+              "torch-script": torch_script.read}[kind]
+    return reader(text, name)
+
+
+def merge(readings: list[Reading]) -> Reading:
+    """One run from several files: a field two files both set must agree (one clear error if not)."""
+    if len(readings) == 1:
+        return readings[0]
+    order = sorted(readings, key=lambda r: r.kind != "huggingface")  # the model first, the training config after
+    out = Reading("+".join(r.kind for r in order), next((r.framework for r in order if r.framework), ""),
+                  source=", ".join(r.source for r in order))
+    for r in order:
+        for key, value in r.raw.items():
+            if key in out.raw and out.raw[key] != value and not _assumed(r, key):
+                if _assumed(out, key):
+                    out.raw[key] = value
+                    continue
+                raise InputError(f"{r.source} sets {key} = {value}, {out.source} said {out.raw[key]}")
+            out.raw.setdefault(key, value)
+        out.entries.extend(e for e in r.entries if not (e.kind == "assumed" and _given(readings, r, e.name)))
+    return out
+
+
+def _assumed(r: Reading, key: str) -> bool:
+    return any(e.kind == "assumed" and e.name == key for e in r.entries)
+
+
+def _given(readings: list[Reading], r: Reading, key: str) -> bool:
+    return any(o is not r and key in o.raw and not _assumed(o, key) for o in readings)

@@ -1,0 +1,126 @@
+"""A Hugging Face config.json: the model's architecture, key by key (transformers' configuration_*.py names).
+
+It says nothing about training (layout, batch, precision), so on its own the layout is searched; with a DeepSpeed
+JSON it supplies the model that JSON leaves to code.
+"""
+
+from __future__ import annotations
+
+import json
+
+from core.configs.account import Reading
+from core.configs.model import settle
+from core.errors import InputError
+
+GATED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+         "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "kimi_k2", "glm4_moe")  # SwiGLU (gate, up, down)
+NO_EFFECT = {
+    "checkpoint and generation metadata": (
+        "architectures", "transformers_version", "torch_dtype", "dtype", "use_cache", "bos_token_id",
+        "eos_token_id", "pad_token_id", "auto_map", "_name_or_path", "pretraining_tp", "initializer_range",
+        "max_position_embeddings", "return_dict", "output_attentions", "output_hidden_states", "model_name",
+        "quantization_config", "generation_config", "tokenizer_class", "max_window_layers", "ep_size"),
+    "numerics with no bytes or time of their own": (
+        "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rope_scaling", "rope_parameters",
+        "attention_bias", "mlp_bias", "hidden_act", "router_aux_loss_coef", "output_router_logits",
+        "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor",
+        "aux_loss_alpha", "seq_aux", "moe_layer_freq", "decoder_sparse_step", "router_jitter_noise",
+        "embd_pdrop", "resid_pdrop", "qk_layernorm", "rope_interleave", "partial_rotary_factor", "head_dim_scale"),
+}
+_NO_EFFECT = {k: why for why, keys in NO_EFFECT.items() for k in keys}
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def read(text: str, source: str = "config.json") -> Reading:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a config.json must be an object")
+    r = Reading("huggingface", "", source=source)
+    data = dict(data)
+    family = str(data.pop("model_type", ""))
+    arch: dict[str, object] = {}
+
+    def take(keys: tuple[str, ...], field: str) -> None:
+        for key in keys:
+            if key in data:
+                value = data.pop(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    arch[field] = value
+                    r.read(key, value, {}, f"{field} = {value}")
+                elif value is None:
+                    r.no_effect(key, "null", f"{field} not used")
+                else:
+                    r.unsupported(key, value, f"expected a whole number for {field}")
+                return
+
+    take(LAYERS, "layers")
+    take(("hidden_size", "n_embd", "d_model"), "hidden")
+    take(("num_attention_heads", "n_head"), "heads")
+    take(("num_key_value_heads",), "kv_heads")
+    take(("intermediate_size", "n_inner", "ffn_hidden_size"), "ffn")
+    take(("vocab_size",), "vocab")
+    take(("num_local_experts", "num_experts", "n_routed_experts"), "experts")
+    take(("num_experts_per_tok", "moe_topk"), "top_k")
+    take(("moe_intermediate_size",), "expert_ffn")
+    take(("n_shared_experts",), "shared_experts")
+    take(("first_k_dense_replace",), "dense_layers")
+    take(("num_nextn_predict_layers",), "mtp_layers")
+    take(("kv_lora_rank",), "kv_lora_rank")
+    take(("q_lora_rank",), "q_lora_rank")
+    take(("qk_nope_head_dim",), "qk_head_dim")
+    take(("qk_rope_head_dim",), "qk_rope_dim")
+    take(("v_head_dim",), "v_head_dim")
+    if "head_dim" in data:
+        value = data.pop("head_dim")
+        if isinstance(value, int) and arch.get("hidden") and arch.get("heads") and \
+                value != int(arch["hidden"]) // int(arch["heads"]):
+            arch["head_dim"] = value
+            r.read("head_dim", value, {}, f"head_dim = {value} (decoupled from hidden / heads)")
+        else:
+            r.no_effect("head_dim", value, "equals hidden / heads")
+    if family:
+        gated = family in GATED
+        arch["mlp"] = "swiglu" if gated else "gelu"
+        r.read("model_type", family, {}, f"mlp = {arch['mlp']}" + ("" if gated else " (not a gated family the "
+                                                                   "importer knows: GPT-style)"))
+    tied = data.pop("tie_word_embeddings", None)
+    arch["tied"] = bool(tied) if tied is not None else True
+    r.read("tie_word_embeddings", "default true" if tied is None else tied, {}, f"tied = {arch['tied']}")
+    if arch.get("experts") and family == "mixtral":
+        arch["expert_ffn"] = arch.get("ffn", 0)
+    shared = data.pop("shared_expert_intermediate_size", None)
+    if shared:
+        width = int(arch.get("expert_ffn") or arch.get("ffn") or 0)
+        if width and shared % width == 0:
+            arch["shared_experts"] = shared // width
+            r.read("shared_expert_intermediate_size", shared, {}, f"shared_experts = {shared // width}")
+        else:
+            r.unsupported("shared_expert_intermediate_size", shared, "not a whole number of experts")
+    for key in ("attention_dropout", "hidden_dropout", "attn_pdrop", "hidden_dropout_prob"):
+        if key in data:
+            value = data.pop(key)
+            r.read(key, value, {"dropout": bool(value)})
+    window, use = data.pop("sliding_window", None), data.pop("use_sliding_window", None)
+    if window and use is not False:
+        r.unsupported("sliding_window", window, "sliding-window attention is counted as full causal attention")
+    elif window is not None or use is not None:
+        r.no_effect("sliding_window / use_sliding_window", f"{window} / {use}", "sliding windows are off")
+    if "kv_heads" not in arch and "heads" in arch:
+        arch["kv_heads"] = arch["heads"]
+    if not arch.get("kv_lora_rank"):
+        for key in ("qk_head_dim", "qk_rope_dim", "v_head_dim", "q_lora_rank"):
+            arch.pop(key, None)
+    missing = [k for k in ("layers", "hidden", "heads") if k not in arch]
+    if missing:
+        raise InputError(f"{source}: no {', '.join(missing)} (a Hugging Face config.json gives num_hidden_layers, "
+                         "hidden_size and num_attention_heads)")
+    for key, value in data.items():
+        if key in _NO_EFFECT:
+            r.no_effect(key, value, _NO_EFFECT[key])
+        else:
+            r.unsupported(key, value, "not a key the importer knows; its effect is not counted")
+    settle(r, arch)
+    return r

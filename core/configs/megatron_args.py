@@ -1,0 +1,434 @@
+"""Megatron-LM / Megatron-Core launch scripts and command lines, read flag by flag into planner inputs.
+
+Flag names, meanings and defaults are Megatron-LM's megatron/training/arguments.py at the release the planner pins
+(core.planner.frameworks.MEGATRON_RELEASE): what a flag left out means is Megatron's default, said as "assumed".
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.configs import shell
+from core.configs.account import Reading
+from core.configs.model import settle
+from core.configs.vocab import tokenizer_vocab
+
+# Flags that change neither memory nor step time, by why.
+_NO_EFFECT = {
+    "data, tokenizer and outputs (the planner times mock tokens)": (
+        "data-path", "train-data-path", "valid-data-path", "test-data-path", "data-cache-path", "split", "mock-data",
+        "vocab-file", "merge-file", "tokenizer-model", "data-args-path", "num-workers", "no-create-attention-mask-"
+        "in-dataloader", "reset-position-ids", "reset-attention-mask", "eod-mask-loss", "dataloader-type",
+        "per-split-data-args-path", "object-storage-cache-path", "legacy-tokenizer", "tiktoken-pattern"),
+    "optimizer hyperparameters and schedule (no bytes, no time)": (
+        "lr", "min-lr", "lr-decay-style", "lr-decay-iters", "lr-decay-samples", "lr-warmup-iters",
+        "lr-warmup-samples", "lr-warmup-fraction", "lr-warmup-init", "weight-decay", "adam-beta1", "adam-beta2",
+        "adam-eps", "clip-grad", "init-method-std", "start-weight-decay", "end-weight-decay",
+        "weight-decay-incr-style", "loss-scale", "initial-loss-scale", "min-loss-scale", "loss-scale-window",
+        "hysteresis", "sgd-momentum", "lr-wsd-decay-style", "lr-wsd-decay-iters", "lr-wsd-decay-samples",
+        "override-opt_param-scheduler", "use-checkpoint-opt_param-scheduler"),
+    "run length, logging and checkpoints": (
+        "train-iters", "train-samples", "eval-iters", "eval-interval", "save", "load", "save-interval",
+        "log-interval", "tensorboard-dir", "log-throughput", "log-timers-to-tensorboard", "log-validation-ppl-to-"
+        "tensorboard", "log-memory-to-tensorboard", "log-params-norm", "log-num-zeros-in-grad", "timing-log-level",
+        "wandb-project", "wandb-exp-name", "wandb-save-dir", "exit-interval", "exit-duration-in-mins",
+        "exit-on-missing-checkpoint", "ckpt-format", "ckpt-fully-parallel-save", "ckpt-fully-parallel-load",
+        "ckpt-assume-constant-structure", "async-save", "no-load-optim", "no-load-rng", "finetune",
+        "use-checkpoint-args", "dist-ckpt-strictness", "tensorboard-log-interval", "log-loss-scale-to-tensorboard",
+        "log-world-size-to-tensorboard", "logging-level", "no-save-optim", "no-save-rng", "pretrained-checkpoint",
+        "non-persistent-save-interval", "manual-gc", "manual-gc-interval", "profile", "profile-step-start",
+        "profile-step-end", "profile-ranks", "use-pytorch-profiler", "record-memory-history", "log-straggler",
+        "timing-log-option", "log-progress", "eval-only", "skip-train", "one-logger-run-name", "save-retain-interval",
+        "tensorboard-queue-size", "no-check-for-nan-in-loss-and-grad", "check-for-nan-in-loss-and-grad"),
+    "numerics that neither add bytes nor change the planner's step time": (
+        "seed", "distributed-backend", "distributed-timeout-minutes", "use-mcore-models", "attention-softmax-in-fp32",
+        "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
+        "no-rope-fusion", "apply-query-key-layer-scaling", "rotary-base", "rotary-percent", "use-rotary-position-"
+        "embeddings", "rotary-seq-len-interpolation-factor", "use-rope-scaling", "rope-scaling-factor",
+        "max-position-embeddings", "decoder-seq-length", "norm-epsilon", "layernorm-epsilon",
+        "apply-layernorm-1p", "accumulate-allreduce-grads-in-fp32", "bf16-reduce-in-fp32", "no-persist-layer-norm",
+        "make-vocab-size-divisible-by", "use-distributed-optimizer-in-fp32", "untie-embeddings", "qk-layernorm",
+        "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
+        "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-topk-scaling-factor",
+        "moe-router-pre-softmax", "moe-router-dtype", "moe-router-num-groups", "moe-router-group-topk",
+        "moe-grouped-gemm", "moe-permute-fusion", "moe-token-drop-policy", "moe-input-jitter-eps",
+        "moe-router-fusion", "moe-shared-expert-overlap", "moe-per-layer-logging", "mtp-loss-scaling-factor",
+        "fp8-amax-history-len", "fp8-amax-compute-algo", "fp8-margin", "fp8-interval", "fp8-wgrad",
+        "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16", "transformer-impl",
+        "use-legacy-models", "ddp-average-in-collective", "ddp-bucket-size", "bucket-size",
+        "overlap-param-gather-with-optimizer-step", "no-async-tensor-model-parallel-allreduce", "use-torch-fsdp2",
+        "deterministic-mode", "calculate-per-token-loss", "rerun-mode", "num-distributed-optimizer-instances",
+        "no-load-main-params-from-ckpt", "cross-entropy-fusion-impl", "async-tensor-model-parallel-allreduce",
+        "kv-lora-rank-norm", "rotary-scaling-factor", "mscale", "mscale-all-dim", "beta-fast", "beta-slow",
+        "original-max-position-embeddings", "moe-router-topk-limited-devices", "empty-unused-memory-level",
+        "enable-cuda-graph", "tp-comm-bootstrap-backend", "use-tp-pp-dp-mapping"),
+    "the custom model's block follows its MLP kind (core.model.presets.custom_family): norms, biases and "
+    "positions move the count by O(h) per layer": (
+        "position-embedding-type", "normalization", "disable-bias-linear", "add-bias-linear", "squared-relu"),
+}
+NO_EFFECT = {flag: why for why, flags in _NO_EFFECT.items() for flag in flags}
+
+
+def read(text: str, source: str = "megatron") -> Reading:
+    script = shell.read(text)
+    r = Reading("megatron", "megatron", source=source)
+    flags = _flags(script.args, r)
+    _launcher(script, r)
+    apply(flags, r)
+    used = " ".join(script.args)
+    for name in dict.fromkeys(script.unresolved):
+        if shell.UNRESOLVED + name in used:
+            r.unsupported(f"${name}", "", "the script does not define it (an argument or the environment at "
+                          "launch), so the flag it feeds is not read")
+        else:
+            r.no_effect(f"${name}", "", "defined at launch (rendezvous, paths); no bytes, no time")
+    return r
+
+
+def apply(flags: dict[str, str], r: Reading) -> None:
+    """Megatron-LM arguments (name without dashes -> value, "true" for a switch) into `r`, every one accounted."""
+    arch = _model(flags, r)
+    _layout(flags, arch, r)
+    _training(flags, r)
+    for flag, value in flags.items():
+        if flag in NO_EFFECT:
+            r.no_effect(f"--{flag}", value, NO_EFFECT[flag])
+        else:
+            r.unsupported(f"--{flag}", value, "not a flag the importer knows; its effect is not counted")
+
+
+def _flags(args: list[str], r: Reading) -> dict[str, str]:
+    """--flag value / --flag=value / --flag (true), in order; a repeated flag keeps its last value, as argparse."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not tok.startswith("--"):
+            r.unsupported(tok, "", "a stray argument outside any flag")
+            continue
+        name, eq, value = tok[2:].partition("=")
+        name = name.replace("_", "-")
+        if not eq:
+            vals = []
+            while i < len(args) and not (args[i].startswith("--") or (args[i].startswith("-") and
+                                                                       not _number(args[i]))):
+                vals.append(args[i])
+                i += 1
+            value = " ".join(vals) if vals else "true"
+        out[name] = value
+    return out
+
+
+def _number(tok: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(\.\d*)?(e-?\d+)?", tok))
+
+
+def _pop(flags: dict[str, str], name: str) -> str | None:
+    value = flags.pop(name, None)
+    if value is not None and shell.UNRESOLVED in value:
+        return None
+    return value
+
+
+def _launcher(script: shell.Script, r: Reading) -> None:
+    tokens = script.launcher
+    opts: dict[str, str] = {}
+    for i, tok in enumerate(tokens):
+        if tok.startswith("--"):
+            name, eq, value = tok[2:].partition("=")
+            opts[name.replace("_", "-")] = value if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
+    per_node, nodes = opts.get("nproc-per-node"), opts.get("nnodes", "1")
+    if per_node and nodes and per_node.isdigit() and nodes.split(":")[-1].isdigit():
+        n = int(per_node) * int(nodes.split(":")[-1])
+        r.read("torchrun --nproc-per-node x --nnodes", f"{per_node} x {nodes}", {"gpus": n})
+    for name, value in script.env.items():
+        r.no_effect(name, value, "environment for the launch (Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with "
+                    "TP overlap); no bytes, no time")
+
+
+def _int(flags: dict[str, str], name: str) -> int | None:
+    value = _pop(flags, name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _model(flags: dict[str, str], r: Reading) -> dict[str, object]:
+    arch: dict[str, object] = {}
+    taken: dict[str, str] = {}
+
+    def take(flag: str, key: str, cast=int) -> None:
+        value = _pop(flags, flag)
+        if value is None:
+            return
+        try:
+            arch[key] = cast(value)
+            taken[flag] = value
+            r.read(f"--{flag}", value, {}, f"{key} = {arch[key]}")
+        except ValueError:
+            r.unsupported(f"--{flag}", value, f"not a number; {key} left to its default")
+
+    for flag, key in (("num-layers", "layers"), ("hidden-size", "hidden"), ("num-attention-heads", "heads"),
+                      ("ffn-hidden-size", "ffn"), ("kv-channels", "head_dim"), ("vocab-size", "vocab"),
+                      ("num-experts", "experts"), ("moe-router-topk", "top_k"), ("moe-ffn-hidden-size", "expert_ffn"),
+                      ("mtp-num-layers", "mtp_layers"), ("kv-lora-rank", "kv_lora_rank"),
+                      ("q-lora-rank", "q_lora_rank"), ("qk-head-dim", "qk_head_dim"),
+                      ("qk-pos-emb-head-dim", "qk_rope_dim"), ("v-head-dim", "v_head_dim")):
+        take(flag, key)
+    groups = _pop(flags, "num-query-groups")
+    gqa = _pop(flags, "group-query-attention") == "true"
+    if groups is not None and groups.isdigit():
+        if gqa:
+            arch["kv_heads"] = int(groups)
+            r.read("--num-query-groups", groups, {}, f"kv_heads = {groups} (with --group-query-attention)")
+        else:
+            r.no_effect("--num-query-groups", groups, "ignored by Megatron without --group-query-attention")
+    if "heads" in arch and "kv_heads" not in arch:
+        arch["kv_heads"] = arch["heads"]
+    if _pop(flags, "swiglu") == "true":
+        arch["mlp"] = "swiglu"
+        r.read("--swiglu", "true", {}, "mlp = swiglu (three matrices)")
+    else:
+        arch["mlp"] = "gelu"
+    if _pop(flags, "untie-embeddings-and-output-weights") == "true":
+        arch["tied"] = False
+        r.read("--untie-embeddings-and-output-weights", "true", {}, "tied = false")
+    else:
+        arch["tied"] = True
+    if "ffn" not in arch and "hidden" in arch:
+        arch["ffn"] = 4 * int(arch["hidden"])  # Megatron's default --ffn-hidden-size
+    if _pop(flags, "multi-latent-attention") == "true":
+        r.read("--multi-latent-attention", "true", {}, "multi-head latent attention (needs --kv-lora-rank)")
+        if arch.pop("head_dim", None) is not None:  # MLA's head sizes are --qk-head-dim / --v-head-dim
+            r.no_effect("--kv-channels", "", "latent attention sets its own head sizes (--qk-head-dim, --v-head-dim)")
+    else:
+        for key in ("kv_lora_rank", "q_lora_rank"):
+            arch.pop(key, None)
+    _moe_layers(flags, arch, r)
+    shared = _int(flags, "moe-shared-expert-intermediate-size")
+    if shared is not None:
+        width = int(arch.get("expert_ffn") or arch.get("ffn") or 0)
+        if width and shared % width == 0:
+            arch["shared_experts"] = shared // width
+            r.read("--moe-shared-expert-intermediate-size", shared, {}, f"shared_experts = {shared // width}")
+        else:
+            r.unsupported("--moe-shared-expert-intermediate-size", shared,
+                          f"not a whole number of experts of width {width}; no shared expert counted")
+    if arch.get("experts") and "top_k" not in arch:
+        arch["top_k"] = 2
+        r.assume("top_k", 2, "Megatron-LM's default --moe-router-topk")
+    if "vocab" not in arch:
+        tok, model_name = flags.get("tokenizer-type"), flags.get("tokenizer-model", "")
+        vocab, why = tokenizer_vocab(tok or "GPT2BPETokenizer", model_name)
+        if vocab:
+            arch["vocab"] = vocab
+            r.read("--tokenizer-type", tok or "(default GPT2BPETokenizer)", {}, f"vocab = {vocab:,} ({why})")
+            flags.pop("tokenizer-type", None)
+            flags.pop("tokenizer-model", None)
+        else:
+            r.assume("vocab", 50257, f"no --vocab-size and {why}; give --vocab to change it")
+            arch["vocab"] = 50257
+    if "tokenizer-type" in flags:
+        r.no_effect("--tokenizer-type", flags.pop("tokenizer-type"), "the vocabulary is read from --vocab-size")
+    missing = [f for f, k in (("num-layers", "layers"), ("hidden-size", "hidden"), ("num-attention-heads", "heads"))
+               if k not in arch]
+    if missing:
+        from core.errors import InputError
+        raise InputError("the command does not give the model: missing " + ", ".join("--" + m for m in missing))
+    dropout = [_pop(flags, f) for f in ("attention-dropout", "hidden-dropout")]
+    keeps = any(d is None or float(d) > 0 for d in dropout)
+    r.raw["dropout"] = "true" if keeps else "false"
+    r.read("--attention-dropout / --hidden-dropout", " / ".join(d or "default 0.1" for d in dropout), {},
+           f"dropout = {'true' if keeps else 'false'}" + (" (Megatron's default is 0.1)" if None in dropout else ""))
+    backend = _pop(flags, "attention-backend")
+    flash = _pop(flags, "use-flash-attn") == "true" or backend in (None, "auto", "flash", "fused")
+    r.raw["flash"] = "true" if flash else "false"
+    r.read("--attention-backend", backend or "default auto", {},
+           f"flash = {'true' if flash else 'false'} (Transformer Engine picks a fused kernel under auto)")
+    settle(r, arch)
+    return arch
+
+
+def _moe_layers(flags: dict[str, str], arch: dict[str, object], r: Reading) -> None:
+    freq = _pop(flags, "moe-layer-freq")
+    if freq is None:
+        return
+    m = re.fullmatch(r"\(?\s*\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\s*\)?", freq.strip().strip("'\""))
+    if freq.strip() == "1":
+        r.read("--moe-layer-freq", freq, {}, "every layer is MoE")
+    elif m:
+        arch["dense_layers"] = int(m.group(1))
+        r.read("--moe-layer-freq", freq, {}, f"dense_layers = {m.group(1)}")
+    else:
+        r.unsupported("--moe-layer-freq", freq, "only 1 or ([0]*k+[1]*n) is modelled; counted as every layer MoE")
+
+
+def _layout(flags: dict[str, str], arch: dict[str, object], r: Reading) -> None:
+    sizes = {}
+    for flag, key, name in (("tensor-model-parallel-size", "fix_t", "t"),
+                            ("pipeline-model-parallel-size", "fix_p", "p"),
+                            ("context-parallel-size", "fix_cp", "cp"), ("expert-model-parallel-size", "fix_ep", "ep")):
+        value = _int(flags, flag)
+        sizes[name] = value or 1
+        if value is None:
+            r.assume(key, 1, f"Megatron-LM's default --{flag} 1")
+        else:
+            r.read(f"--{flag}", value, {key: value}, f"{name} = {value}")
+    etp = _int(flags, "expert-tensor-parallel-size")
+    if etp is not None:
+        r.read("--expert-tensor-parallel-size", etp, {"fix_etp": etp})
+    p, layers = sizes["p"], int(arch.get("layers", 0))
+    v = _int(flags, "num-virtual-stages-per-pipeline-rank")
+    per_stage = _int(flags, "num-layers-per-virtual-pipeline-stage")
+    if v is not None:
+        r.read("--num-virtual-stages-per-pipeline-rank", v, {"v": v})
+    elif per_stage:
+        if layers % (p * per_stage) == 0:
+            v = layers // (p * per_stage)
+            r.read("--num-layers-per-virtual-pipeline-stage", per_stage, {"v": v},
+                   f"v = {layers} layers / (p {p} x {per_stage}) = {v}")
+        else:
+            r.unsupported("--num-layers-per-virtual-pipeline-stage", per_stage,
+                          f"{layers} layers do not split into p {p} x {per_stage}; counted without interleaving")
+    for flag in ("decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers"):
+        value = _pop(flags, flag)
+        if value is not None:
+            r.unsupported(f"--{flag}", value, "an uneven pipeline split; the planner splits layers evenly")
+    schedule = "interleaved" if p > 1 and v and v > 1 else "1f1b"
+    r.assume("schedule", schedule, "Megatron runs 1F1B, interleaved when a rank holds several virtual stages")
+    if schedule == "1f1b":
+        r.raw["v"] = "1"
+    sp = _pop(flags, "sequence-parallel") == "true"
+    _switch(r, "sp", "--sequence-parallel", sp)
+    _switch(r, "tp_comm_overlap", "--tp-comm-overlap", _pop(flags, "tp-comm-overlap") == "true")
+    _zero(flags, r)
+    r.raw["reshard"] = "on"
+    for flag in ("account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split"):
+        if _pop(flags, flag) == "true":
+            r.read(f"--{flag}", "true", {"ends_in_split": True})
+
+
+def _switch(r: Reading, key: str, flag: str, on: bool) -> None:
+    if on:
+        r.read(flag, "true", {key: "on"})
+    else:
+        r.assume(key, "off", f"no {flag} (Megatron-LM's default: off)")
+
+
+def _zero(flags: dict[str, str], r: Reading) -> None:
+    fsdp = _pop(flags, "use-megatron-fsdp") == "true"
+    strategy = _pop(flags, "data-parallel-sharding-strategy")
+    if fsdp:
+        stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy or
+                                                                                           "optim_grads_params", 3)
+        r.read("--use-megatron-fsdp", f"strategy {strategy or 'default optim_grads_params'}", {"zero": stage},
+               f"ZeRO-{stage} (Megatron-FSDP)")
+    elif _pop(flags, "use-distributed-optimizer") == "true":
+        r.read("--use-distributed-optimizer", "true", {"zero": 1}, "ZeRO-1: the distributed optimizer")
+    else:
+        r.assume("zero", 0, "no --use-distributed-optimizer: each data-parallel rank keeps the whole optimizer")
+    if _pop(flags, "optimizer-cpu-offload") == "true":
+        fraction = _pop(flags, "optimizer-offload-fraction")
+        if fraction is None or float(fraction) >= 1:
+            r.read("--optimizer-cpu-offload", "true", {"offload": "optimizer"})
+        else:
+            r.unsupported("--optimizer-offload-fraction", fraction, "a partial offload; counted as none")
+            r.raw["offload"] = "none"
+    else:
+        r.raw["offload"] = "none"
+
+
+def _training(flags: dict[str, str], r: Reading) -> None:
+    mbs = _int(flags, "micro-batch-size")
+    if mbs is None:
+        r.assume("mb_sizes", 1, "no --micro-batch-size (Megatron requires it); 1")
+        mbs = 1
+    else:
+        r.read("--micro-batch-size", mbs, {"mb_sizes": mbs})
+    gbs = _int(flags, "global-batch-size")
+    if gbs is not None:
+        r.read("--global-batch-size", gbs, {"batch": gbs})
+    seq = _int(flags, "seq-length")
+    if seq is not None:
+        r.read("--seq-length", seq, {"seq": seq})
+    precision = "fp8" if flags.get("fp8-format") else "bf16" if _pop(flags, "bf16") == "true" else \
+        "fp16" if _pop(flags, "fp16") == "true" else ""
+    fmt = _pop(flags, "fp8-format")
+    if fmt:
+        gather = _pop(flags, "fp8-param-gather") == "true"
+        recipe = _pop(flags, "fp8-recipe") or "delayed"
+        flags.pop("bf16", None)
+        r.read("--fp8-format", fmt, {"precision": "fp8"},
+               f"precision = fp8 ({recipe} scaling)" + ("" if gather else "; the planner counts 1-byte primary "
+                                                        "weights as --fp8-param-gather keeps them, Megatron keeps "
+                                                        "bf16 weights without it"))
+    elif precision:
+        r.read(f"--{precision}", "true", {"precision": precision})
+    else:
+        r.unsupported("(precision)", "fp32", "no --bf16 / --fp16: Megatron trains in fp32, which the planner does "
+                      "not model; counted as bf16")
+        r.raw["precision"] = "bf16"
+    _recompute(flags, r)
+    optimizer = _pop(flags, "optimizer")
+    if optimizer is not None:
+        r.read("--optimizer", optimizer, {"optimizer": "sgd-momentum" if optimizer == "sgd" else "adam"})
+    if _pop(flags, "use-precision-aware-optimizer") == "true":
+        r.read("--use-precision-aware-optimizer", "true", {}, "dtypes from --main-grads-dtype / --exp-avg-dtype")
+        grads = _pop(flags, "main-grads-dtype")
+        if grads:
+            r.read("--main-grads-dtype", grads, {"grad_dtype": grads})
+        for flag in ("exp-avg-dtype", "exp-avg-sq-dtype", "main-params-dtype"):
+            value = _pop(flags, flag)
+            if value and value != "fp32":
+                r.read(f"--{flag}", value, {"optimizer_dtype": "bf16"})
+    if _pop(flags, "cross-entropy-loss-fusion") == "true":
+        r.read("--cross-entropy-loss-fusion", "true", {"loss": "fused"})
+    overlap = _pop(flags, "overlap-grad-reduce") == "true"
+    flags.pop("overlap-param-gather", None)
+    if overlap:
+        r.read("--overlap-grad-reduce", "true", {}, "gradient reduction overlaps the backward (dp_overlap as "
+                                                   "calibrated)")
+    else:
+        r.assume("dp_overlap", 0, "no --overlap-grad-reduce: Megatron reduces gradients after the backward")
+    if _pop(flags, "no-gradient-accumulation-fusion") == "true":
+        r.read("--no-gradient-accumulation-fusion", "true", {"grad_accum_fusion": False})
+    cp_comm = _pop(flags, "cp-comm-type")
+    if cp_comm:
+        if cp_comm in ("p2p", "allgather"):
+            r.read("--cp-comm-type", cp_comm, {"cp_comm": "all-gather" if cp_comm == "allgather" else "p2p"})
+        else:
+            r.unsupported("--cp-comm-type", cp_comm, "only p2p and allgather are modelled; timed as p2p")
+    dispatcher = _pop(flags, "moe-token-dispatcher-type")
+    deepep = _pop(flags, "moe-enable-deepep") == "true"
+    if dispatcher or deepep:
+        r.read("--moe-token-dispatcher-type", dispatcher or "", {"moe_dispatcher": "deepep" if deepep else "alltoall"})
+    if _pop(flags, "overlap-moe-expert-parallel-comm") == "true":
+        r.read("--overlap-moe-expert-parallel-comm", "true", {"moe_a2a_overlap": True})
+    flags.pop("delay-wgrad-compute", None)
+    capacity = _pop(flags, "moe-expert-capacity-factor")
+    if capacity:
+        r.read("--moe-expert-capacity-factor", capacity, {"moe_capacity": capacity})
+    if _pop(flags, "rampup-batch-size") is not None:
+        r.no_effect("--rampup-batch-size", "", "the planner times the full global batch")
+
+
+def _recompute(flags: dict[str, str], r: Reading) -> None:
+    granularity = _pop(flags, "recompute-granularity")
+    if _pop(flags, "recompute-activations") == "true":
+        granularity = granularity or "selective"
+    method, count = _pop(flags, "recompute-method"), _pop(flags, "recompute-num-layers")
+    modules = _pop(flags, "recompute-modules")
+    if granularity == "full":
+        partial = method == "block" or (count not in (None, "1") and method == "uniform")
+        r.read("--recompute-granularity", "full", {"recompute": "full"},
+               "recompute = full" + (f" (method {method}, {count} layers: counted as every layer)" if partial else ""))
+        if partial:
+            r.unsupported("--recompute-num-layers", count, "partial full recompute is counted as every layer")
+    elif granularity == "selective":
+        r.read("--recompute-granularity", "selective", {"recompute": "selective"})
+        if modules and set(modules.split()) - {"core_attn", "mla_up_proj"}:
+            r.unsupported("--recompute-modules", modules, "only core_attn / mla_up_proj are modelled as selective")
+    else:
+        r.assume("recompute", "none", "no --recompute-granularity (Megatron-LM's default: none)")

@@ -1,0 +1,55 @@
+"""torchtitan's model flavors as planner architectures (pytorch/torchtitan at 238fa995, the last commit with TOML
+train configs: torchtitan/models/llama3/__init__.py llama3_args, models/deepseek_v3/__init__.py deepseekv3_args,
+models/qwen3/__init__.py qwen3_args; tests/data/configs/SOURCES.md has the tables)."""
+
+from __future__ import annotations
+
+import math
+
+from core.errors import InputError
+
+SOURCE = "pytorch/torchtitan 238fa995 torchtitan/models/{name}/__init__.py"
+
+
+def _llama_ffn(dim: int, multiplier: float, multiple_of: int) -> int:
+    """torchtitan FeedForward: 4 dim, two thirds of it, times the multiplier, rounded up to multiple_of."""
+    hidden = int(multiplier * int(2 * 4 * dim / 3))
+    return multiple_of * math.ceil(hidden / multiple_of)
+
+
+def _llama(dim: int, layers: int, heads: int, kv: int, mult: float, multiple_of: int, vocab: int = 128256) -> dict:
+    return {"layers": layers, "hidden": dim, "heads": heads, "kv_heads": kv, "ffn": _llama_ffn(dim, mult, multiple_of),
+            "vocab": vocab, "mlp": "swiglu", "tied": False}
+
+
+def _deepseek(vocab, dim, inter, moe_inter, layers, dense, heads, experts, shared, top_k, q_lora) -> dict:
+    return {"layers": layers, "hidden": dim, "heads": heads, "kv_heads": heads, "ffn": inter, "vocab": vocab,
+            "mlp": "swiglu", "tied": False, "experts": experts, "top_k": top_k, "shared_experts": shared,
+            "expert_ffn": moe_inter, "dense_layers": dense, "kv_lora_rank": 512, "q_lora_rank": q_lora,
+            "qk_head_dim": 128, "qk_rope_dim": 64, "v_head_dim": 128}
+
+
+FLAVORS = {
+    ("llama3", "debugmodel"): {"layers": 6, "hidden": 256, "heads": 16, "kv_heads": 16,
+                               "ffn": _llama_ffn(256, 1.0, 256), "vocab": 2048, "mlp": "swiglu", "tied": False},
+    ("llama3", "8B"): _llama(4096, 32, 32, 8, 1.3, 1024),
+    ("llama3", "70B"): _llama(8192, 80, 64, 8, 1.3, 4096),
+    ("llama3", "405B"): _llama(16384, 126, 128, 8, 1.2, 4096),
+    ("deepseek_v3", "16B"): _deepseek(102400, 2048, 10944, 1408, 27, 1, 16, 64, 2, 6, 0),
+    ("deepseek_v3", "236B"): _deepseek(102400, 5120, 12288, 1536, 60, 1, 128, 160, 2, 6, 1536),
+    ("deepseek_v3", "671B"): _deepseek(129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, 1536),
+    ("qwen3", "32B"): {"layers": 64, "hidden": 5120, "heads": 64, "kv_heads": 8, "head_dim": 128, "ffn": 25600,
+                       "vocab": 151936, "mlp": "swiglu", "tied": False},
+}
+for _alias in ("8B_flex", "8B_varlen"):
+    FLAVORS[("llama3", _alias)] = FLAVORS[("llama3", "8B")]
+
+
+def flavor(name: str, size: str) -> tuple[dict, str]:
+    """(architecture as planner inputs, its source) of a torchtitan model name and flavor."""
+    key = (name, size)
+    if key not in FLAVORS:
+        known = ", ".join(f"{n} {s}" for n, s in FLAVORS)
+        raise InputError(f"model: torchtitan's {name[:30]} {size[:30]} is not a flavor the importer knows ({known}); "
+                         "give the architecture with --model or a Hugging Face config.json")
+    return dict(FLAVORS[key]), SOURCE.format(name=name)

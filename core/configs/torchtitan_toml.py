@@ -1,0 +1,229 @@
+"""A torchtitan train config (TOML), section by section, into planner inputs (torchtitan's JobConfig names:
+torchtitan/config/job_config.py; its model flavors: core.configs.torchtitan_flavors).
+
+torchtitan runs FSDP2 over the data-parallel shard group (ZeRO-3; parameters kept gathered between forward and
+backward under pipeline parallelism by default), tensor parallelism with sequence-parallel norms, pipelining from
+torch.distributed.pipelining, and its own per-op selective recompute.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+from core.configs.account import Reading
+from core.configs.model import settle
+from core.configs.torchtitan_flavors import flavor
+from core.errors import InputError
+
+SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved", "LoopedBFS": "looped-bfs",
+             "ZBVZeroBubble": "zbv", "DualPipeV": "dualpipev", "InterleavedZeroBubble": "interleaved"}
+DEGREES = {"tensor": "fix_t", "pipeline": "fix_p", "context": "fix_cp", "expert": "fix_ep"}
+MULTI_STAGE = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+NO_EFFECT_SECTIONS = {"job": "names and folders", "profiling": "profiler switches", "metrics": "logging",
+                      "lr_scheduler": "the learning-rate schedule", "checkpoint": "checkpoint saving",
+                      "validation": "validation runs", "comm": "timeouts and tracing",
+                      "memory_estimation": "torchtitan's own estimator", "fault_tolerance": "fault tolerance",
+                      "experimental": "custom modules"}
+GPU_COMMENT = re.compile(r"#.*?(\d+)\s*x?\s*(H100|H200|A100|B200|GB200)s?\b[^\n]*?GPU", re.I)
+GPUS = {"h100": "h100-80gb", "a100": "a100-80gb", "h200": "h200-141gb", "b200": "b200", "gb200": "b200"}
+
+
+def read(text: str, source: str = "train.toml") -> Reading:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{source}: not valid TOML ({exc})") from None
+    r = Reading("torchtitan", "torch", source=source)
+    sections = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    _comment(text, r)
+    layers = _model(sections.pop("model", {}) or {}, r)
+    par = sections.pop("parallelism", {}) or {}
+    train = sections.pop("training", {}) or {}
+    _layout(par, train, layers, r)
+    _recompute(sections.pop("activation_checkpoint", {}) or {}, r)
+    _compile(sections.pop("compile", {}) or {}, train, r)
+    _float8(sections, r)
+    optimizer = sections.pop("optimizer", {}) or {}
+    if "name" in optimizer:
+        name = str(optimizer.pop("name"))
+        r.read("optimizer.name", name, {"optimizer": "adam"})
+        if "adam" not in name.lower():
+            r.unsupported("optimizer.name", name, "counted as Adam's state (two fp32 moments)")
+    for key, value in optimizer.items():
+        r.no_effect(f"optimizer.{key}", value, "optimizer hyperparameters")
+    for key, value in train.items():
+        r.no_effect(f"training.{key}", value, "run length, data and clipping: no bytes, no time") \
+            if key in ("steps", "max_norm", "dataset", "dataset_path", "seed", "deterministic", "gc_freq",
+                       "warmup_steps", "gc_debug", "mixed_precision_reduce") \
+            else r.unsupported(f"training.{key}", value, "not a key the importer knows")
+    for key, value in par.items():
+        r.unsupported(f"parallelism.{key}", value, "not modelled; its effect is not counted")
+    for name, body in sections.items():
+        if name in NO_EFFECT_SECTIONS:
+            for key, value in (body.items() if isinstance(body, dict) else [("", body)]):
+                r.no_effect(f"{name}.{key}".rstrip("."), value, f"{NO_EFFECT_SECTIONS[name]}: no bytes, no time")
+        else:
+            r.unsupported(name, body, "a section the importer does not know")
+    return r
+
+
+def _comment(text: str, r: Reading) -> None:
+    m = GPU_COMMENT.search(text)
+    if m:
+        r.read("(comment)", m.group(0).strip("# ")[:60], {"gpus": int(m.group(1)), "gpu": GPUS[m.group(2).lower()]},
+               f"gpus = {m.group(1)}, gpu = {GPUS[m.group(2).lower()]} (as the file's own comment says)")
+
+
+def _model(model: dict, r: Reading) -> int:
+    name, size = model.pop("name", "llama3"), model.pop("flavor", "debugmodel")
+    arch, source = flavor(str(name), str(size))
+    r.read("model.name / model.flavor", f"{name} {size}", {}, f"torchtitan's {name} {size} ({source})")
+    settle(r, arch)
+    converters = model.pop("converters", [])
+    if "float8" in converters:
+        r.read("model.converters", converters, {"precision": "fp8"}, "precision = fp8 (torchao float8 linears)")
+    elif converters:
+        r.unsupported("model.converters", converters, "only float8 is modelled")
+    for key, value in model.items():
+        r.no_effect(f"model.{key}", value, "tokenizer and checkpoint paths")
+    return int(arch["layers"])
+
+
+def _int(section: dict, key: str, default: int) -> int:
+    value = section.pop(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{key}: {value!r} is not a whole number")
+    return value
+
+
+def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
+    t, p, cp, ep = (_int(par, k, 1) for k in ("tensor_parallel_degree", "pipeline_parallel_degree",
+                                              "context_parallel_degree", "expert_parallel_degree"))
+    rep, shard = _int(par, "data_parallel_replicate_degree", 1), _int(par, "data_parallel_shard_degree", -1)
+    for key, value in (("tensor_parallel_degree", t), ("pipeline_parallel_degree", p),
+                       ("context_parallel_degree", cp), ("expert_parallel_degree", ep)):
+        r.read(f"parallelism.{key}", value, {DEGREES[key.split("_")[0]]: value})
+    etp = par.pop("expert_tensor_parallel_degree", None)
+    if etp is not None:
+        r.read("parallelism.expert_tensor_parallel_degree", etp, {"fix_etp": etp})
+    gpus = int(r.raw["gpus"]) if "gpus" in r.raw else 0
+    if shard == -1:
+        if not gpus:
+            gpus = 8 * t * p * cp * rep if 8 % (t * p * cp * rep) else 8
+            r.assume("gpus", gpus, "data_parallel_shard_degree -1 takes the rest of the GPUs, and the file does not "
+                                   "say how many: torchtitan's run_train.sh default NGPU=8 (give --gpus)")
+        shard = gpus // (t * p * cp * rep)
+        r.read("parallelism.data_parallel_shard_degree", -1, {}, f"the rest: {shard} shard ranks")
+    else:
+        r.read("parallelism.data_parallel_shard_degree", shard, {})
+        if not gpus:
+            r.read("(degrees)", "", {"gpus": rep * shard * t * p * cp}, f"gpus = {rep * shard * t * p * cp}")
+    d = rep * shard
+    r.read("parallelism.data_parallel_replicate_degree", rep, {"fix_d": d}, f"d = {rep} x {shard} = {d}")
+    if rep > 1 and shard > 1:
+        r.unsupported("parallelism.data_parallel_replicate_degree", rep,
+                      f"HSDP (shard over {shard}, replicate over {rep}) is counted as FSDP over all {d} ranks: "
+                      "model states are under-counted by the replication")
+    zero = 3 if shard > 1 else 0
+    r.assume("zero", zero, "FSDP2 fully_shard over the shard group (ZeRO-3)" if zero else
+             "no shard group: DDP (ZeRO-0)")
+    mode = str(par.pop("fsdp_reshard_after_forward", "default"))
+    reshard = {"always": True, "never": False}.get(mode, p == 1)
+    r.read("parallelism.fsdp_reshard_after_forward", mode, {"reshard": "on" if reshard else "off"},
+           f"reshard = {'on' if reshard else 'off'}" + (" (torchtitan's default: kept gathered under pipeline "
+                                                         "parallelism)" if mode == "default" else ""))
+    name = str(par.pop("pipeline_parallel_schedule", "1F1B"))
+    if p > 1:
+        if name not in SCHEDULES:
+            raise InputError(f"parallelism.pipeline_parallel_schedule: {name[:40]!r} is not a torchtitan schedule")
+        schedule = SCHEDULES[name]
+        per_stage = par.pop("pipeline_parallel_layers_per_stage", None)
+        if name in ("ZBVZeroBubble", "DualPipeV"):
+            v = 2
+        elif name in MULTI_STAGE:
+            v = layers // (p * per_stage) if per_stage else 2
+        else:
+            v = 1
+        r.read("parallelism.pipeline_parallel_schedule", name, {"schedule": schedule, "v": v},
+               f"schedule = {schedule}, v = {v}" + ("" if per_stage or name not in MULTI_STAGE[:3] else
+                                                    " (torchtitan's default: two stages per rank)"))
+        if name == "InterleavedZeroBubble":
+            r.unsupported("parallelism.pipeline_parallel_schedule", name, "timed as interleaved 1F1B")
+        mbs = _int(par, "pipeline_parallel_microbatch_size", 1)
+        r.read("parallelism.pipeline_parallel_microbatch_size", mbs, {"mb_sizes": mbs})
+    else:
+        r.no_effect("parallelism.pipeline_parallel_schedule", name, "no pipeline (p = 1)")
+        r.raw["schedule"], r.raw["v"] = "1f1b", "1"
+    local = _int(train, "local_batch_size", _int(train, "batch_size", 8) if "batch_size" in train else 8)
+    glob = _int(train, "global_batch_size", -1)
+    if p == 1:
+        r.read("training.local_batch_size", local, {"mb_sizes": local})
+    batch = glob if glob > 0 else local * d
+    r.read("training.local_batch_size x d" if glob <= 0 else "training.global_batch_size", glob if glob > 0 else
+           local, {"batch": batch}, f"batch = {batch}")
+    seq = _int(train, "seq_len", 2048)
+    r.read("training.seq_len", seq, {"seq": seq})
+    if t > 1:
+        r.read("(tensor parallel)", t, {"sp": "on"}, "sp = on (torchtitan shards the norms with SequenceParallel)")
+    else:
+        r.raw["sp"] = "off"
+    overlap = bool(par.pop("enable_async_tensor_parallel", False))
+    r.read("parallelism.enable_async_tensor_parallel", overlap, {"tp_comm_overlap": "on" if overlap and t > 1
+                                                                 else "off"})
+    if par.pop("disable_loss_parallel", False):
+        r.unsupported("parallelism.disable_loss_parallel", True, "the loss is counted vocabulary-parallel")
+    offload = bool(train.pop("enable_cpu_offload", False))
+    r.raw["offload"] = "optimizer+params" if offload else "none"
+    if offload:
+        r.read("training.enable_cpu_offload", True, {"offload": "optimizer+params"})
+    dtype = str(train.pop("mixed_precision_param", "bfloat16"))
+    if "precision" not in r.raw:
+        r.read("training.mixed_precision_param", dtype, {"precision": "bf16" if dtype == "bfloat16" else "fp16"})
+    r.raw["tp_comm_overlap"] = r.raw.get("tp_comm_overlap", "off")
+
+
+def _recompute(ac: dict, r: Reading) -> None:
+    mode = str(ac.pop("mode", "selective"))
+    given = "selective_ac_option" in ac
+    option = str(ac.pop("selective_ac_option", "2"))
+    if mode != "selective" and given:
+        r.no_effect("activation_checkpoint.selective_ac_option", option, f"applies to selective mode only ({mode})")
+    elif mode == "selective" and option == "op":
+        r.read("activation_checkpoint.selective_ac_option", option, {}, "torchtitan's per-op policy: the torch "
+               "accounting's selective recompute")
+    if mode == "selective" and option != "op":
+        r.unsupported("activation_checkpoint.selective_ac_option", option,
+                      f"every {option}-th layer recomputed whole: counted as no recompute (the larger memory)")
+        mode = "none"
+    r.read("activation_checkpoint.mode", mode, {"recompute": mode},
+           f"recompute = {mode}" + (" (torchtitan's per-op policy)" if mode == "selective" else ""))
+    for key, value in ac.items():
+        r.unsupported(f"activation_checkpoint.{key}", value, "not modelled")
+
+
+def _compile(block: dict, train: dict, r: Reading) -> None:
+    enable = bool(block.pop("enable", train.pop("compile", False)))
+    parts = block.pop("components", ["model", "loss"])
+    model = enable and "model" in parts
+    r.read("compile.enable / components", f"{enable} {parts}", {"compile": model},
+           f"compile = {'true' if model else 'false'}")
+    if enable and "loss" in parts:
+        r.read("compile.components", "loss", {"loss": "compiled"})
+    for key, value in block.items():
+        r.no_effect(f"compile.{key}", value, "compiler backend options")
+
+
+def _float8(sections: dict, r: Reading) -> None:
+    quant = sections.pop("quantize", None)
+    legacy = sections.pop("float8", None)
+    blocks = {}
+    if isinstance(quant, dict):
+        for kind, body in quant.items():
+            for fmt, opts in (body.items() if isinstance(body, dict) else []):
+                blocks[f"quantize.{kind}.{fmt}"] = opts
+    if isinstance(legacy, dict):
+        blocks["float8"] = legacy
+    for name, opts in blocks.items():
+        for key, value in (opts.items() if isinstance(opts, dict) else []):
+            r.no_effect(f"{name}.{key}", value, "float8 recipe details (scaling, which layers)")

@@ -1,0 +1,160 @@
+"""`python -m core check`: real configs from the frameworks' repositories (tests/data/configs, cited in SOURCES.md)
+read into planner rows, every field accounted for, each row the one the same run typed into `plan` gives."""
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from core.cli import main
+from core.cli import plan as plan_cli
+from core.configs.check import check
+from core.errors import InputError
+
+DATA = Path(__file__).parent / "data" / "configs"
+CONFIGS = sorted(p for p in DATA.iterdir() if p.suffix in (".sh", ".toml", ".json", ".yaml"))
+
+
+def checked(*names, **overrides):
+    return check([(n, (DATA / n).read_text()) for n in names], {k: str(v) for k, v in overrides.items()})
+
+
+def typed_params(command: str):
+    """The PlannerParams the `plan` command line gives."""
+    import argparse
+    import shlex
+
+    parser = argparse.ArgumentParser()
+    plan_cli.build(parser)
+    return plan_cli.params_from(parser.parse_args(shlex.split(command)[4:]))
+
+
+def test_at_least_twelve_real_configs_from_four_frameworks_are_kept_with_their_sources():
+    sources = (DATA / "SOURCES.md").read_text()
+    assert len(CONFIGS) >= 12
+    assert all(p.name in sources for p in CONFIGS)
+    kinds = {p.name.split("_")[0] for p in CONFIGS}
+    assert {"megatron", "torchtitan", "ds", "hf", "nemo"} <= kinds
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.suffix != ".json" or not p.name.startswith("ds_")],
+                         ids=lambda p: p.name)
+def test_each_real_config_reads_into_the_row_its_plan_command_gives(path):
+    if path.name == "megatron_gpt3_175b.sh":  # as shipped: t 8 x p 16 on one 8-GPU node
+        with pytest.raises(InputError):
+            done = check([(path.name, path.read_text())])
+            raise InputError(done.result.why_empty())
+        return
+    done = check([(path.name, path.read_text())])
+    assert done.reading.entries and all(e.meaning for e in done.reading.entries)
+    assert typed_params(done.typed) == done.params  # the same run typed by hand: the same inputs, so the same row
+    assert done.row is not None
+
+
+def _leaves(node, prefix=""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else k)
+    else:
+        yield prefix
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.suffix in (".toml", ".json")], ids=lambda p: p.name)
+def test_every_field_of_a_structured_config_is_accounted_for(path):
+    text = path.read_text()
+    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    done = check([(path.name, text)], {"fix_t": "1"} if path.name.startswith("ds_") else None)
+    names = [e.name for e in done.reading.entries]
+    flat = " | ".join(names)
+
+    def accounted(leaf: str) -> bool:  # by name, or as part of a block accounted whole
+        return leaf.split(".")[-1] in flat or any(leaf.startswith(n + ".") for n in names)
+
+    missing = [leaf for leaf in _leaves(data) if not accounted(leaf)]
+    assert not missing, missing
+
+
+def test_torchtitan_405b_reads_its_3d_layout_fp8_and_the_gpus_its_comment_names():
+    done = checked("torchtitan_llama3_405b.toml")
+    q, row = done.params, done.row
+    assert (q.model, q.gpus, q.gpu, q.precision, q.compile) == ("llama3-405b", 128, "h100-80gb", "fp8", True)
+    assert (row["t"], row["p"], row["d"], row["zero_stage"], row["recompute"]) == (8, 1, 16, 3, "full")
+    assert row["sequence_parallel"] and row["tp_comm_overlap"] and row["fits"]
+    assert q.batch == 2 * 16 and q.seq == 8192 and done.refusals() == []
+
+
+def test_torchtitan_deepseek_16b_is_fsdp2_with_expert_parallelism_and_torchtitan_runs_it():
+    done = checked("torchtitan_deepseek_v3_16b.toml")
+    m, row = done.result.model, done.row
+    assert m.moe.experts == 64 and m.moe.top_k == 6 and m.moe.shared == 2 and m.mla.kv_lora_rank == 512
+    assert (row["ep"], row["zero_stage"], row["recompute"]) == (8, 3, "selective")
+    assert done.refusals() == []  # torchtitan runs FSDP2 + EP (the planner's own script would not)
+    assert done.params.loss == "compiled" and not done.params.compile  # components = ["loss"]
+
+
+def test_megatron_fsdp_deepseek_v3_is_the_preset_with_zero3_and_its_expert_layout():
+    done = checked("megatron_fsdp_deepseek_v3_sbatch.sh", gpus=256)
+    q, row = done.params, done.row
+    assert q.model == "deepseek-v3" and (row["zero_stage"], row["ep"], row["etp"], row["micro_batch_size"]) == \
+        (3, 8, 1, 4)
+    assert q.batch == 2048 and q.seq == 4096 and not q.grad_accum_fusion
+    unsupported = {e.name for e in done.reading.entries if e.kind == "unsupported"}
+    assert "--moe-layer-freq" not in unsupported  # ([0]*3+[1]*58) read as three dense layers
+
+
+def test_nemo_launcher_yaml_resolves_interpolations_and_reads_the_interleaved_layout():
+    done = checked("nemo_launcher_gpt3_175b.yaml")
+    q, row = done.params, done.row
+    assert q.model == "gpt3-175b" and q.gpus == 1024 and q.batch == 2048
+    assert (row["t"], row["p"], row["v"], row["d"], row["schedule"]) == (4, 8, 6, 32, "interleaved")
+    llama = checked("nemo_launcher_llama3_70b.yaml")
+    assert llama.params.model == "llama3-70b" and (llama.row["cp"], llama.row["v"]) == (2, 5)
+
+
+def test_hugging_face_configs_become_their_presets_or_a_custom_model():
+    assert checked("hf_llama3.1_8b_instruct_config.json").params.model == "llama3-8b"
+    assert checked("hf_qwen3_32b_config.json").params.model == "qwen3-32b"
+    assert checked("hf_deepseek_v3_config.json").params.model == "deepseek-v3"
+    lite = checked("hf_deepseek_v2_lite_config.json").result.model
+    assert (lite.layers, lite.moe.experts, lite.moe.shared, lite.moe.first_dense, lite.mla.q_lora_rank) == \
+        (27, 64, 2, 1, 0)
+
+
+def test_a_deepspeed_json_with_the_models_config_json():
+    done = checked("ds_zero1_megatron_gpt2_bs4.json", "hf_llama3.1_8b_instruct_config.json", gpus=4)
+    q, row = done.params, done.row
+    assert (q.model, q.batch, q.precision, row["zero_stage"], row["d"]) == ("llama3-8b", 4, "fp16", 1, 4)
+    auto = checked("ds_zero3_offload_auto_hf.json", "hf_llama3.1_8b_instruct_config.json", gpus=8, batch=64)
+    assert auto.row["offload"] == "optimizer+params" and auto.row["zero_stage"] == 3
+    assert any(e.kind == "unsupported" and "'auto'" in e.meaning for e in auto.reading.entries)
+    pipe = checked("ds_pipeline_parallelism.json", fix_p=2)
+    assert pipe.row["d"] == 256 // (8 * 1) // 1 or pipe.row["micro_batch_size"] == 8
+    assert any(e.kind == "unsupported" and "fp32" in e.meaning for e in pipe.reading.entries)
+
+
+def test_hostile_or_malformed_configs_get_one_clear_error():
+    cases = [("x.json", "{"), ("x.toml", "[a\n"), ("x.yaml", "model: [\n"), ("x.sh", "echo hi\n"),
+             ("x.json", "[" * 100_000 + "]" * 100_000), ("x.bin", "\x00\x01"), ("x.sh", "a\n" * 30_000),
+             ("x.toml", '[model]\nname = "llama3"\nflavor = "999B"\n'), ("x.txt", "hello"),
+             ("x.sh", "python pretrain_gpt.py --num-layers $(rm -rf /) --hidden-size 8 --num-attention-heads 2\n")]
+    for name, text in cases:
+        with pytest.raises(InputError) as err:
+            check([(name, text)])
+        assert str(err.value) and "\n" not in str(err.value), name
+    big = "# " + "x" * 1_100_000
+    with pytest.raises(InputError, match="larger than"):
+        check([("big.sh", big)])
+
+
+def test_the_command_line_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid JSON" in err
+    assert main(["check", str(tmp_path / "missing.sh")]) == 2
+    capsys.readouterr()
+    assert main(["check", str(DATA / "torchtitan_llama3_8b.toml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["row"]["t"] == 1 and out["counts"]["read"] > 5 and out["typed"].startswith("python -m core plan")
