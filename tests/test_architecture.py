@@ -21,7 +21,7 @@ CORE = ROOT / "core"
 BASICS = {"errors", "units", "validate", "runtime"}
 # Rank of each package; a module may import its own package, the basics and any package of lower rank.
 RANK = {"params": 1, "model": 2, "frameworks": 2, "pipeline": 3, "memory": 3, "cost": 4, "planner": 5, "views": 6,
-        "cli": 7}
+        "configs": 6, "cli": 7}
 
 
 def module_name(path: Path) -> str:

@@ -33,7 +33,7 @@ GIVEN = {"gpus": "--gpus", "gpu": "--gpu", "gpu_mem": "--gpu-mem", "batch": "--g
 
 
 def build(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE",
+    parser.add_argument("files", nargs="*", metavar="FILE",
                         help="one run: a config file, or a DeepSpeed JSON (and its pipeline setup .py) with the "
                              "model's Hugging Face config.json; at most 4 files of 1 MB each")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="the file's format (default: detected)")
@@ -61,6 +61,8 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.files:
+        raise InputError("give the config FILE to check (a launch script, TOML, JSON or YAML)")
     texts = []
     for name in args.files:
         path = Path(name)

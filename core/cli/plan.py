@@ -28,7 +28,7 @@ import pandas as pd
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
-from core.params.planner import ASSUMPTIONS, BUDGET, PLAN, PlannerParams
+from core.params.planner import ANY_MODEL_FLAGS, ARCH_FLAGS, ASSUMPTIONS, BUDGET, GPU_FLAGS, PLAN, PlannerParams
 from core.planner import plan as planner
 from core.planner import recommend
 from core.planner.result import EXPORT_FRAMEWORK
@@ -37,18 +37,6 @@ from core.units import GB
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
             "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
             "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
-ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
-              "head_dim": "--head-dim", "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp",
-              "experts": "--experts", "top_k": "--top-k", "shared_experts": "--shared-experts",
-              "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel",
-              "mtp_layers": "--mtp-layers", "kv_lora_rank": "--kv-lora-rank", "q_lora_rank": "--q-lora-rank",
-              "qk_head_dim": "--qk-head-dim", "qk_rope_dim": "--qk-rope-dim", "v_head_dim": "--v-head-dim"}
-ANY_MODEL_FLAGS = {"flash": "--flash", "dropout": "--dropout"}  # a preset takes these too
-GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
-             "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",
-             "gpu_sms": "--gpu-sms", "calibration": "--calibration"}
-
-
 def build(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("model (a preset, or a custom architecture)")
     spec_args.add(what, PLAN["model"], "--model")

@@ -14,7 +14,7 @@ import pandas as pd
 from core.configs.account import Entry, Reading
 from core.configs.formats import read_any
 from core.errors import InputError
-from core.params.planner import BUDGET, PLAN, PlannerParams
+from core.params.planner import ANY_MODEL_FLAGS, ARCH_FLAGS, BUDGET, GPU_FLAGS, PLAN, PlannerParams
 from core.planner import frameworks
 from core.planner import plan as planner
 from core.planner.frameworks import Setting
@@ -107,9 +107,7 @@ def _fill(r: Reading) -> None:
 
 def command(raw: dict[str, str], framework: str = "") -> str:
     """`python -m core plan ...` for planner inputs (PLAN key -> string)."""
-    from core.cli.plan import ARCH_FLAGS, GPU_FLAGS
-
-    flag_of = {**{k: f for k, f in ARCH_FLAGS.items()}, **GPU_FLAGS, **FLAGS}
+    flag_of = {**ARCH_FLAGS, **ANY_MODEL_FLAGS, **GPU_FLAGS, **FLAGS}
     parts = ["python -m core plan"]
     fix = [f"{FIX_FLAGS[k]}={raw[k]}" for k in FIX_FLAGS if k in raw]
     for key, value in raw.items():

@@ -41,6 +41,19 @@ def read(text: str, source: str = "config.json") -> Reading:
     r = Reading("huggingface", "", source=source)
     data = dict(data)
     family = str(data.pop("model_type", ""))
+    arch = _sizes(data, r)
+    _shape(data, family, arch, r)
+    for key, value in data.items():
+        if key in _NO_EFFECT:
+            r.no_effect(key, value, _NO_EFFECT[key])
+        else:
+            r.unsupported(key, value, "not a key the importer knows; its effect is not counted")
+    settle(r, arch)
+    return r
+
+
+def _sizes(data: dict, r: Reading) -> dict[str, object]:
+    """The whole-number fields, under any of the names transformers' model families give them."""
     arch: dict[str, object] = {}
 
     def take(keys: tuple[str, ...], field: str) -> None:
@@ -73,6 +86,12 @@ def read(text: str, source: str = "config.json") -> Reading:
     take(("qk_nope_head_dim",), "qk_head_dim")
     take(("qk_rope_head_dim",), "qk_rope_dim")
     take(("v_head_dim",), "v_head_dim")
+    return arch
+
+
+def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None:
+    """Head size, MLP kind, tying, shared experts, dropout and windows; fails when the sizes are missing."""
+    source = r.source
     if "head_dim" in data:
         value = data.pop("head_dim")
         if isinstance(value, int) and arch.get("hidden") and arch.get("heads") and \
@@ -117,10 +136,3 @@ def read(text: str, source: str = "config.json") -> Reading:
     if missing:
         raise InputError(f"{source}: no {', '.join(missing)} (a Hugging Face config.json gives num_hidden_layers, "
                          "hidden_size and num_attention_heads)")
-    for key, value in data.items():
-        if key in _NO_EFFECT:
-            r.no_effect(key, value, _NO_EFFECT[key])
-        else:
-            r.unsupported(key, value, "not a key the importer knows; its effect is not counted")
-    settle(r, arch)
-    return r

@@ -216,6 +216,13 @@ def _model(flags: dict[str, str], r: Reading) -> dict[str, object]:
         else:
             r.unsupported("--moe-shared-expert-intermediate-size", shared,
                           f"not a whole number of experts of width {width}; no shared expert counted")
+    _vocab_and_kernels(flags, arch, r)
+    settle(r, arch)
+    return arch
+
+
+def _vocab_and_kernels(flags: dict[str, str], arch: dict[str, object], r: Reading) -> None:
+    """The vocabulary (--vocab-size or the tokenizer's), the top-k default, dropout and the attention kernel."""
     if arch.get("experts") and "top_k" not in arch:
         arch["top_k"] = 2
         r.assume("top_k", 2, "Megatron-LM's default --moe-router-topk")
@@ -247,8 +254,6 @@ def _model(flags: dict[str, str], r: Reading) -> dict[str, object]:
     r.raw["flash"] = "true" if flash else "false"
     r.read("--attention-backend", backend or "default auto", {},
            f"flash = {'true' if flash else 'false'} (Transformer Engine picks a fused kernel under auto)")
-    settle(r, arch)
-    return arch
 
 
 def _moe_layers(flags: dict[str, str], arch: dict[str, object], r: Reading) -> None:

@@ -22,7 +22,9 @@ def _llama(dim: int, layers: int, heads: int, kv: int, mult: float, multiple_of:
             "vocab": vocab, "mlp": "swiglu", "tied": False}
 
 
-def _deepseek(vocab, dim, inter, moe_inter, layers, dense, heads, experts, shared, top_k, q_lora) -> dict:
+def _deepseek(*shape: int) -> dict:
+    """vocab, dim, inter_dim, moe_inter_dim, n_layers, n_dense_layers, n_heads, experts, shared, top_k, q_lora_rank."""
+    vocab, dim, inter, moe_inter, layers, dense, heads, experts, shared, top_k, q_lora = shape
     return {"layers": layers, "hidden": dim, "heads": heads, "kv_heads": heads, "ffn": inter, "vocab": vocab,
             "mlp": "swiglu", "tied": False, "experts": experts, "top_k": top_k, "shared_experts": shared,
             "expert_ffn": moe_inter, "dense_layers": dense, "kv_lora_rank": 512, "q_lora_rank": q_lora,

@@ -133,6 +133,12 @@ def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
     r.read("parallelism.fsdp_reshard_after_forward", mode, {"reshard": "on" if reshard else "off"},
            f"reshard = {'on' if reshard else 'off'}" + (" (torchtitan's default: kept gathered under pipeline "
                                                          "parallelism)" if mode == "default" else ""))
+    _pipeline(par, p, layers, r)
+    _batch(par, train, p, d, r)
+    _tensor(par, train, t, r)
+
+
+def _pipeline(par: dict, p: int, layers: int, r: Reading) -> None:
     name = str(par.pop("pipeline_parallel_schedule", "1F1B"))
     if p > 1:
         if name not in SCHEDULES:
@@ -155,6 +161,9 @@ def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
     else:
         r.no_effect("parallelism.pipeline_parallel_schedule", name, "no pipeline (p = 1)")
         r.raw["schedule"], r.raw["v"] = "1f1b", "1"
+
+
+def _batch(par: dict, train: dict, p: int, d: int, r: Reading) -> None:
     local = _int(train, "local_batch_size", _int(train, "batch_size", 8) if "batch_size" in train else 8)
     glob = _int(train, "global_batch_size", -1)
     if p == 1:
@@ -164,6 +173,9 @@ def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
            local, {"batch": batch}, f"batch = {batch}")
     seq = _int(train, "seq_len", 2048)
     r.read("training.seq_len", seq, {"seq": seq})
+
+
+def _tensor(par: dict, train: dict, t: int, r: Reading) -> None:
     if t > 1:
         r.read("(tensor parallel)", t, {"sp": "on"}, "sp = on (torchtitan shards the norms with SequenceParallel)")
     else:

@@ -500,3 +500,16 @@ class PlannerParams:
 
     def assumptions(self) -> dict[str, float | bool]:
         return {k: getattr(self, k) for k in ASSUMPTIONS}
+
+
+# The command line's spelling of the model and GPU inputs (core.cli.plan; core.configs prints `plan` commands).
+ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
+              "head_dim": "--head-dim", "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp",
+              "experts": "--experts", "top_k": "--top-k", "shared_experts": "--shared-experts",
+              "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel",
+              "mtp_layers": "--mtp-layers", "kv_lora_rank": "--kv-lora-rank", "q_lora_rank": "--q-lora-rank",
+              "qk_head_dim": "--qk-head-dim", "qk_rope_dim": "--qk-rope-dim", "v_head_dim": "--v-head-dim"}
+ANY_MODEL_FLAGS = {"flash": "--flash", "dropout": "--dropout"}  # a preset takes these too
+GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
+             "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",
+             "gpu_sms": "--gpu-sms", "calibration": "--calibration"}
