@@ -2,6 +2,7 @@
 read into planner rows, every field accounted for, each row the one the same run typed into `plan` gives."""
 
 import json
+import time
 import tomllib
 from pathlib import Path
 
@@ -142,6 +143,24 @@ def test_hostile_or_malformed_configs_get_one_clear_error():
         with pytest.raises(InputError) as err:
             check([(name, text)])
         assert str(err.value) and "\n" not in str(err.value), name
+    wrong_kind = [("t.py", "LAYERS, HIDDEN, HEADS, KV_HEADS, FFN, VOCAB = 'x', 8, 2, 2, 8, 10\nT, P, D = 1, 1, 1\n"),
+                  ("t.toml", '[parallelism]\ntensor_parallel_degree = 0\n[model]\nname="llama3"\nflavor="8B"\n'),
+                  ("t.toml", "model = 3\n[training]\nseq_len = 4096\n"),
+                  ("n.yaml", "model:\n  num_layers: 2\n  hidden_size: 8\n  num_attention_heads: 2\n  tokenizer: 5\n"),
+                  ("h.json", '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 8, '
+                             '"num_attention_heads": 2, "tie_word_embeddings": "no"}'),
+                  ("x.sh", "X=" + "$Y" * 300_000 + "\npython pretrain_gpt.py --num-layers 2\n")]
+    for name, text in wrong_kind:  # a value of the wrong kind: one line, not a traceback, and quickly
+        start = time.perf_counter()
+        with pytest.raises(InputError) as err:
+            check([(name, text)], kind="megatron" if name.endswith(".sh") else "auto")
+        assert "\n" not in str(err.value) and time.perf_counter() - start < 2.0, name
+    odd = check([("ds.json", '{"tensor_parallel": {"autotp_size": "auto"}, "zero_optimization": "x", '
+                              '"bf16": {"enabled": true}}')], {"gpus": "8"})
+    assert {"tensor_parallel", "zero_optimization"} <= {e.name for e in odd.reading.entries if e.kind == "unsupported"}
+    start = time.perf_counter()
+    check([("c.toml", "#" * 999_000 + "\n[model]\nname = 'llama3'\nflavor = '8B'\n")])  # the comment search is bounded
+    assert time.perf_counter() - start < 2.0
     big = "# " + "x" * 1_100_000
     with pytest.raises(InputError, match="larger than"):
         check([("big.sh", big)])

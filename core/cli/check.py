@@ -25,11 +25,11 @@ from core.configs.account import KINDS
 from core.configs.formats import KINDS as FORMATS
 from core.configs.formats import MAX_BYTES
 from core.errors import InputError
-from core.params.planner import BUDGET, PLAN
+from core.params.planner import BUDGET, GPU_FLAGS, PLAN, TRAIN_FLAGS
 from core.units import GB
 
-GIVEN = {"gpus": "--gpus", "gpu": "--gpu", "gpu_mem": "--gpu-mem", "batch": "--global-batch", "seq": "--seq",
-         "model": "--model"}
+GIVEN = {"gpus": "--gpus", "gpu": "--gpu", "gpu_mem": GPU_FLAGS["gpu_mem"], "batch": TRAIN_FLAGS["batch"],
+         "seq": "--seq", "model": "--model"}
 
 
 def build(parser: argparse.ArgumentParser) -> None:

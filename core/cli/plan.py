@@ -28,15 +28,23 @@ import pandas as pd
 from core.cli import spec_args
 from core.cli.text import print_json, render
 from core.errors import InputError
-from core.params.planner import ANY_MODEL_FLAGS, ARCH_FLAGS, ASSUMPTIONS, BUDGET, GPU_FLAGS, PLAN, PlannerParams
+from core.params.planner import (
+    ANY_MODEL_FLAGS,
+    ARCH_FLAGS,
+    ASSUMPTIONS,
+    BUDGET,
+    FIX_KEYS,
+    GPU_FLAGS,
+    PLAN,
+    TRAIN_FLAGS,
+    PlannerParams,
+)
 from core.planner import plan as planner
 from core.planner import recommend
 from core.planner.result import EXPORT_FRAMEWORK
 from core.units import GB
 
-FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
-            "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
-            "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
+
 def build(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("model (a preset, or a custom architecture)")
     spec_args.add(what, PLAN["model"], "--model")
@@ -52,8 +60,8 @@ def build(parser: argparse.ArgumentParser) -> None:
     for key, flag in GPU_FLAGS.items():
         spec_args.add(cluster, PLAN[key], flag)
     train = parser.add_argument_group("training")
-    spec_args.add(train, PLAN["batch"], "--global-batch")
-    spec_args.add(train, PLAN["mb_sizes"], "--micro-batch-sizes")
+    for key, flag in TRAIN_FLAGS.items():
+        spec_args.add(train, PLAN[key], flag)
     for key in ("precision", "optimizer", "k"):
         spec_args.add(train, PLAN[key])
     counted = parser.add_argument_group("memory (whose bytes, and the framework switches that change them)")

@@ -8,6 +8,7 @@ for planner inputs the file does not give, assumed (with the default taken and w
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from core.errors import InputError
@@ -76,3 +77,14 @@ def _text(value: object) -> str:
 def _short(value: object, limit: int = 60) -> str:
     text = _text(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_object(text: str, source: str) -> dict:
+    """A config file's JSON object, or one line saying why it is not one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a JSON config must be an object")
+    return dict(data)

@@ -14,19 +14,23 @@ import pandas as pd
 from core.configs.account import Entry, Reading
 from core.configs.formats import read_any
 from core.errors import InputError
-from core.params.planner import ANY_MODEL_FLAGS, ARCH_FLAGS, BUDGET, GPU_FLAGS, PLAN, PlannerParams
+from core.params.planner import (
+    ANY_MODEL_FLAGS,
+    ARCH_FLAGS,
+    BUDGET,
+    FIX_KEYS,
+    GPU_FLAGS,
+    PLAN,
+    TRAIN_FLAGS,
+    PlannerParams,
+)
 from core.planner import frameworks
 from core.planner import plan as planner
 from core.planner.frameworks import Setting
 
 PINNED = ("fix_t", "fix_p", "fix_cp", "fix_ep", "zero", "schedule", "v", "mb_sizes", "recompute", "sp", "offload",
           "reshard", "tp_comm_overlap")
-# The planner's CLI spelling of each input that is not `--key-with-dashes` (core.cli.plan).
-FIX_FLAGS = {"fix_t": "t", "fix_p": "p", "fix_d": "d", "fix_cp": "cp", "fix_ep": "ep", "fix_etp": "etp",
-             "zero": "zero", "schedule": "schedule", "v": "v", "mb_sizes": "mbs", "recompute": "recompute",
-             "sp": "sp", "offload": "offload", "reshard": "reshard", "tp_comm_overlap": "tp_overlap"}
-FLAGS = {"batch": "--global-batch", "mb_sizes": "--micro-batch-sizes", "gpn": "--gpus-per-node",
-         "shared_experts": "--shared-experts", "dense_layers": "--dense-layers", "mtp_layers": "--mtp-layers"}
+FIX_FLAGS = {key: typed for typed, key in FIX_KEYS.items()}  # planner input -> its `plan --fix` key
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +111,7 @@ def _fill(r: Reading) -> None:
 
 def command(raw: dict[str, str], framework: str = "") -> str:
     """`python -m core plan ...` for planner inputs (PLAN key -> string)."""
-    flag_of = {**ARCH_FLAGS, **ANY_MODEL_FLAGS, **GPU_FLAGS, **FLAGS}
+    flag_of = {**ARCH_FLAGS, **ANY_MODEL_FLAGS, **GPU_FLAGS, **TRAIN_FLAGS}
     parts = ["python -m core plan"]
     fix = [f"{FIX_FLAGS[k]}={raw[k]}" for k in FIX_FLAGS if k in raw]
     for key, value in raw.items():

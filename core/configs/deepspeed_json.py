@@ -8,9 +8,8 @@ PipeModelDataParallelTopology), and the model in the user's code or a Hugging Fa
 from __future__ import annotations
 
 import ast
-import json
 
-from core.configs.account import Reading
+from core.configs.account import Reading, json_object
 from core.errors import InputError
 
 DEFAULT_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size / allgather_bucket_size default (elements)
@@ -19,7 +18,7 @@ NO_EFFECT = (
     "gradient_predivide_factor", "dump_state", "tensorboard", "wandb", "csv_monitor", "comms_logger", "flops_profiler",
     "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "memory_breakdown", "checkpoint",
     "data_efficiency", "elasticity", "autotuning", "seed", "logging", "sparse_gradients", "disable_allgather",
-    "aio", "amp", "monitor_config", "steps_per_print", "train_batch_size_per_gpu", "timers", "weight_quantization")
+    "aio", "amp", "monitor_config", "train_batch_size_per_gpu", "timers", "weight_quantization")
 ZERO_NO_EFFECT = (
     "contiguous_gradients", "overlap_comm", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
     "stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
@@ -32,14 +31,8 @@ ZERO_NO_EFFECT = (
 
 
 def read(text: str, source: str = "ds_config.json") -> Reading:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: a DeepSpeed config must be a JSON object")
+    data = json_object(text, source)
     r = Reading("deepspeed", "deepspeed", source=source)
-    data = dict(data)
     _batch(data, r)
     _precision(data, r)
     _zero(data.pop("zero_optimization", None), r)
@@ -58,15 +51,17 @@ def read(text: str, source: str = "ds_config.json") -> Reading:
     if comm is not None:
         r.read("communication_data_type", comm, {"grad_reduce_bytes": 4 if str(comm).startswith("fp32") else 2})
     tp = data.pop("tensor_parallel", None)
-    if isinstance(tp, dict) and "autotp_size" in tp:
-        r.read("tensor_parallel.autotp_size", tp["autotp_size"], {"fix_t": int(tp["autotp_size"])})
+    if isinstance(tp, dict) and isinstance(tp.get("autotp_size"), int):
+        r.read("tensor_parallel.autotp_size", tp["autotp_size"], {"fix_t": tp["autotp_size"]})
+    elif tp is not None:
+        r.unsupported("tensor_parallel", tp, "no whole-number autotp_size; t is not read")
     ulysses = data.pop("sequence_parallel_size", None)
     if ulysses not in (None, 1):
         r.unsupported("sequence_parallel_size", ulysses, "Ulysses sequence parallelism is not modelled")
     pipe = data.pop("pipeline", None)
     if isinstance(pipe, dict):
         for key, value in pipe.items():
-            if key == "activation_checkpoint_interval":
+            if key == "activation_checkpoint_interval" and isinstance(value, int):
                 r.read("pipeline.activation_checkpoint_interval", value,
                        {"recompute": "full" if value else "none"})
             else:
@@ -125,6 +120,8 @@ def _precision(data: dict, r: Reading) -> None:
 
 
 def _zero(block: object, r: Reading) -> None:
+    if block is not None and not isinstance(block, dict):
+        r.unsupported("zero_optimization", block, "not a block of options; DeepSpeed's stage 0 assumed")
     if not isinstance(block, dict):
         r.assume("zero", 0, "no zero_optimization block: DeepSpeed's stage 0")
         r.raw["offload"] = "none"
@@ -144,7 +141,7 @@ def _zero(block: object, r: Reading) -> None:
         r.unsupported("offload device", "nvme", "NVMe offload is timed as CPU offload over PCIe")
     for key in ("reduce_bucket_size", "allgather_bucket_size"):
         value = block.pop(key, None)
-        if value is None or _auto(value) or float(value) == DEFAULT_BUCKET:
+        if value is None or _auto(value) or value == DEFAULT_BUCKET:
             r.no_effect(f"zero_optimization.{key}", value, "DeepSpeed's default bucket, which the accounting counts")
         else:
             r.unsupported(f"zero_optimization.{key}", value, f"the accounting counts DeepSpeed's default "

@@ -7,11 +7,10 @@ NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tr
 
 from __future__ import annotations
 
-import json
 import tomllib
 
 from core.configs import deepspeed_json, hf_config, megatron_args, nemo_yaml, torch_script, torchtitan_toml
-from core.configs.account import Reading
+from core.configs.account import Reading, json_object
 from core.errors import InputError
 
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
@@ -41,12 +40,7 @@ def detect(name: str, text: str) -> str:
     stripped = text.lstrip()
     low = name.lower()
     if low.endswith(".json") or stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(data, dict):
-            raise InputError(f"{name}: a JSON config must be an object")
+        data = json_object(text, name)
         if any(k in data for k in ("num_hidden_layers", "n_layer", "num_layers")) and "hidden_size" in data \
                 or "architectures" in data or "model_type" in data:
             return "huggingface"
@@ -80,7 +74,12 @@ def _read_one(name: str, text: str, kind: str) -> Reading:
     reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
               "huggingface": hf_config.read, "nemo": nemo_yaml.read, "deepspeed-setup": deepspeed_json.read_setup,
               "torch-script": torch_script.read}[kind]
-    return reader(text, name)
+    try:
+        return reader(text, name)
+    except InputError:
+        raise
+    except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:  # a value of the wrong kind somewhere
+        raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
 def merge(readings: list[Reading]) -> Reading:

@@ -6,9 +6,7 @@ JSON it supplies the model that JSON leaves to code.
 
 from __future__ import annotations
 
-import json
-
-from core.configs.account import Reading
+from core.configs.account import Reading, json_object
 from core.configs.model import settle
 from core.errors import InputError
 
@@ -32,14 +30,8 @@ LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 def read(text: str, source: str = "config.json") -> Reading:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: a config.json must be an object")
+    data = json_object(text, source)
     r = Reading("huggingface", "", source=source)
-    data = dict(data)
     family = str(data.pop("model_type", ""))
     arch = _sizes(data, r)
     _shape(data, family, arch, r)
@@ -98,15 +90,19 @@ def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None
                 value != int(arch["hidden"]) // int(arch["heads"]):
             arch["head_dim"] = value
             r.read("head_dim", value, {}, f"head_dim = {value} (decoupled from hidden / heads)")
-        else:
+        elif isinstance(value, int) or value is None:
             r.no_effect("head_dim", value, "equals hidden / heads")
+        else:
+            r.unsupported("head_dim", value, "not a whole number; hidden / heads is used")
     if family:
         gated = family in GATED
         arch["mlp"] = "swiglu" if gated else "gelu"
         r.read("model_type", family, {}, f"mlp = {arch['mlp']}" + ("" if gated else " (not a gated family the "
                                                                    "importer knows: GPT-style)"))
     tied = data.pop("tie_word_embeddings", None)
-    arch["tied"] = bool(tied) if tied is not None else True
+    if tied is not None and not isinstance(tied, bool):
+        raise InputError(f"{r.source}: tie_word_embeddings {str(tied)[:20]!r} is not true or false")
+    arch["tied"] = tied if tied is not None else True
     r.read("tie_word_embeddings", "default true" if tied is None else tied, {}, f"tied = {arch['tied']}")
     if arch.get("experts") and family == "mixtral":
         arch["expert_ffn"] = arch.get("ffn", 0)

@@ -245,7 +245,7 @@ def _vocab_and_kernels(flags: dict[str, str], arch: dict[str, object], r: Readin
         from core.errors import InputError
         raise InputError("the command does not give the model: missing " + ", ".join("--" + m for m in missing))
     dropout = [_pop(flags, f) for f in ("attention-dropout", "hidden-dropout")]
-    keeps = any(d is None or float(d) > 0 for d in dropout)
+    keeps = any(d is None or not _number(d) or float(d) > 0 for d in dropout)
     r.raw["dropout"] = "true" if keeps else "false"
     r.read("--attention-dropout / --hidden-dropout", " / ".join(d or "default 0.1" for d in dropout), {},
            f"dropout = {'true' if keeps else 'false'}" + (" (Megatron's default is 0.1)" if None in dropout else ""))
@@ -336,7 +336,7 @@ def _zero(flags: dict[str, str], r: Reading) -> None:
         r.assume("zero", 0, "no --use-distributed-optimizer: each data-parallel rank keeps the whole optimizer")
     if _pop(flags, "optimizer-cpu-offload") == "true":
         fraction = _pop(flags, "optimizer-offload-fraction")
-        if fraction is None or float(fraction) >= 1:
+        if fraction is None or (_number(fraction) and float(fraction) >= 1):
             r.read("--optimizer-cpu-offload", "true", {"offload": "optimizer"})
         else:
             r.unsupported("--optimizer-offload-fraction", fraction, "a partial offload; counted as none")

@@ -20,7 +20,6 @@ RENAME = {"encoder_seq_length": "seq-length", "virtual_pipeline_model_parallel_s
           "activations_checkpoint_method": "recompute-method", "activations_checkpoint_num_layers":
           "recompute-num-layers", "num_moe_experts": "num-experts", "ub_tp_comm_overlap": "tp-comm-overlap",
           "kv_channels": "kv-channels", "moe_router_topk": "moe-router-topk"}
-NO_EFFECT_SECTIONS = ("run", "exp_manager", "hydra", "defaults", "name", "restore_from_path", "env_vars")
 NEMO_NO_EFFECT = (  # NeMo's own switches for fusions, logging and initialisation: no bytes, no modelled time
     "mcore_gpt", "use_scaled_init_method", "pre_process", "post_process", "persist_layer_norm",
     "transformer_block_type", "normalize_attention_scores", "rotary_percentage", "apply_rope_fusion",

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from core.errors import InputError
 
 MAX_LINES = 20_000
+MAX_LINE = 50_000  # characters handed to the tokeniser at once (real scripts: 3,215 at most, expanded); shlex
+#                    reads ~5 us a character
 _ASSIGN = re.compile(r"^(?:export\s+|declare\s+(?:-\w+\s+)?|local\s+)?([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9])")
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
@@ -49,17 +51,19 @@ def read(text: str) -> Script:
         i += 1
         if not line or line.startswith("#"):
             continue
+        if len(line) > MAX_LINE:
+            raise InputError(f"script: a line of more than {MAX_LINE:,} characters; not a launch script")
         if branches.control(line, lambda cond: _condition(cond, scalars, arrays, out)):
             continue
         if not branches.active:
             continue
         m = _ASSIGN.match(line)
         if m and m.group(3).startswith("("):
-            body = m.group(3)[1:]
-            while not _closes(body) and i < len(lines):
-                body += "\n" + lines[i]
+            parts = [m.group(3)[1:]]
+            while not _closes(parts[-1]) and i < len(lines):  # each line looked at once
+                parts.append(lines[i])
                 i += 1
-            body = body.rstrip()
+            body = "\n".join(parts).rstrip()
             body = body[:-1] if body.endswith(")") else body
             items = _tokens(body, scalars, arrays, out)
             arrays[m.group(1)] = (arrays.get(m.group(1), []) if m.group(2) else []) + items
@@ -179,19 +183,21 @@ def _logical_lines(text: str) -> list[str]:
     if len(lines) > MAX_LINES:
         raise InputError(f"script: more than {MAX_LINES:,} lines; not a launch script")
     out: list[str] = []
-    pending = ""
-    for line in lines:
-        pending = f"{pending}\n{line}" if pending else line
-        if _balanced(pending) or len(pending) > 200_000:
-            out.append(pending)
-            pending = ""
+    pending: list[str] = []
+    quote = ""
+    for line in lines:  # the quote state is carried from line to line: each character is read once
+        pending.append(line)
+        quote = _quote_after(line, quote)
+        if not quote or len(pending) > 2_000:
+            out.append("\n".join(pending))
+            pending, quote = [], ""
     if pending:
-        out.append(pending)
+        out.append("\n".join(pending))
     return out
 
 
-def _balanced(line: str) -> bool:
-    quote = ""
+def _quote_after(line: str, quote: str) -> str:
+    """The quote still open at the end of `line` ("" for none), given the one open at its start."""
     escaped = False
     for ch in line:
         if escaped:
@@ -204,12 +210,12 @@ def _balanced(line: str) -> bool:
             quote = ch
         elif ch == "#":
             break
-    return not quote
+    return quote
 
 
-def _closes(body: str) -> bool:
-    stripped = "\n".join(ln.split(" #")[0] if not ln.lstrip().startswith("#") else "" for ln in body.splitlines())
-    return stripped.rstrip().endswith(")")
+def _closes(line: str) -> bool:
+    """An array's last line: it ends with ")" once a trailing comment is cut."""
+    return not line.lstrip().startswith("#") and line.split(" #")[0].rstrip().endswith(")")
 
 
 def _has_command_after_assign(line: str) -> bool:
@@ -225,6 +231,8 @@ def _tokens(text: str, scalars: dict[str, str], arrays: dict[str, list[str]], ou
             split_arrays: bool = True) -> list[str]:
     """Words of `text` with variables expanded; `${A[@]}` as its elements, each split into words as an unquoted
     expansion is (`"--vocab-size 128256"` gives two)."""
+    if len(text) > MAX_LINE:
+        raise InputError(f"script: a command of more than {MAX_LINE:,} characters; not a launch script")
     try:
         raw = shlex.split(text, comments=True)
     except ValueError as exc:

@@ -36,6 +36,9 @@ def read(text: str, source: str = "train.toml") -> Reading:
         raise InputError(f"{source}: not valid TOML ({exc})") from None
     r = Reading("torchtitan", "torch", source=source)
     sections = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for name in ("model", "parallelism", "training", "activation_checkpoint", "compile", "optimizer"):
+        if name in sections and not isinstance(sections[name], dict):
+            raise InputError(f"{source}: [{name}] must be a table, not {type(sections[name]).__name__}")
     _comment(text, r)
     layers = _model(sections.pop("model", {}) or {}, r)
     par = sections.pop("parallelism", {}) or {}
@@ -69,7 +72,10 @@ def read(text: str, source: str = "train.toml") -> Reading:
 
 
 def _comment(text: str, r: Reading) -> None:
-    m = GPU_COMMENT.search(text)
+    """The GPUs a file's opening comments name ("preset for 128 H100 GPUs"): only the first 50 comment lines, each
+    cut to 300 characters, are searched (a bounded look, whatever the file)."""
+    comments = [ln[:300] for ln in text.splitlines()[:200] if ln.lstrip().startswith("#")][:50]
+    m = GPU_COMMENT.search("\n".join(comments))
     if m:
         r.read("(comment)", m.group(0).strip("# ")[:60], {"gpus": int(m.group(1)), "gpu": GPUS[m.group(2).lower()]},
                f"gpus = {m.group(1)}, gpu = {GPUS[m.group(2).lower()]} (as the file's own comment says)")
@@ -90,17 +96,18 @@ def _model(model: dict, r: Reading) -> int:
     return int(arch["layers"])
 
 
-def _int(section: dict, key: str, default: int) -> int:
+def _int(section: dict, key: str, default: int, rest: bool = False) -> int:
+    """A whole number of at least 1; `rest`: or -1, torchtitan's "whatever is left"."""
     value = section.pop(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InputError(f"{key}: {value!r} is not a whole number")
+    if not isinstance(value, int) or isinstance(value, bool) or not (value >= 1 or (rest and value == -1)):
+        raise InputError(f"{key}: {str(value)[:20]!r} is not a whole number of at least 1" + (" or -1" if rest else ""))
     return value
 
 
 def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
     t, p, cp, ep = (_int(par, k, 1) for k in ("tensor_parallel_degree", "pipeline_parallel_degree",
                                               "context_parallel_degree", "expert_parallel_degree"))
-    rep, shard = _int(par, "data_parallel_replicate_degree", 1), _int(par, "data_parallel_shard_degree", -1)
+    rep, shard = _int(par, "data_parallel_replicate_degree", 1), _int(par, "data_parallel_shard_degree", -1, rest=True)
     for key, value in (("tensor_parallel_degree", t), ("pipeline_parallel_degree", p),
                        ("context_parallel_degree", cp), ("expert_parallel_degree", ep)):
         r.read(f"parallelism.{key}", value, {DEGREES[key.split("_")[0]]: value})
@@ -164,8 +171,8 @@ def _pipeline(par: dict, p: int, layers: int, r: Reading) -> None:
 
 
 def _batch(par: dict, train: dict, p: int, d: int, r: Reading) -> None:
-    local = _int(train, "local_batch_size", _int(train, "batch_size", 8) if "batch_size" in train else 8)
-    glob = _int(train, "global_batch_size", -1)
+    local = _int(train, "local_batch_size", 8) if "local_batch_size" in train else _int(train, "batch_size", 8)
+    glob = _int(train, "global_batch_size", -1, rest=True)
     if p == 1:
         r.read("training.local_batch_size", local, {"mb_sizes": local})
     batch = glob if glob > 0 else local * d

@@ -513,3 +513,8 @@ ANY_MODEL_FLAGS = {"flash": "--flash", "dropout": "--dropout"}  # a preset takes
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
              "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",
              "gpu_sms": "--gpu-sms", "calibration": "--calibration"}
+TRAIN_FLAGS = {"batch": "--global-batch", "mb_sizes": "--micro-batch-sizes"}
+# plan --fix KEY=VALUE: the key as typed -> the planner input it pins
+FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
+            "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
+            "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
