@@ -71,7 +71,8 @@ def test_fsdp2_script_uses_context_parallel_on_a_cp_mesh():
     assert read.torch_script(art.text)["cp"] == 4
     moe = torch_export(Layout(model=presets.model("mixtral-8x7b"), gpu=H100, t=1, p=1, d=8, global_batch=8,
                               zero_stage=3))
-    assert moe.text == "" and "no mixture-of-experts" in moe.refused[0]
+    assert moe.text == "" and "builds a dense decoder" in moe.refused[0]
+    assert "PyTorch (FSDP2, torch.distributed.pipelining) runs this layout" in moe.notes[0]
     alibi = torch_export(Layout(model=presets.model("bloom-176b"), gpu=H100, t=1, p=1, d=2, cp=2, global_batch=4,
                                 zero_stage=3))
     assert "ALiBi" in alibi.refused[-1]

@@ -68,7 +68,8 @@ def test_narrowing_above_the_budget_says_what_it_narrowed():
     # offload kept only where ZeRO-3 states alone do not fit: every offloaded candidate's layout needs it
     off = result.frame[result.frame["offload"] != "none"]
     f = result.frame
-    plain = f[(f["offload"] == "none") & (f["zero_stage"] == 3) & f["reshard"]]
+    # rows some framework runs (a row none runs is counted in Megatron-LM's accounting, not the one that decides)
+    plain = f[(f["offload"] == "none") & (f["zero_stage"] == 3) & f["reshard"] & (f["frameworks"].map(len) > 0)]
     fixed = plain["states_on_gpu_bytes"] + plain["zero3_working_bytes"]
     key = ["t", "p", "cp", "ep"]
     fits = set(map(tuple, plain.loc[fixed <= result.usable, key].values))
@@ -108,12 +109,12 @@ def test_the_default_budget_is_one_spec_with_its_range():
 
 
 def test_the_issue_question_is_answered_within_the_budget():
-    """DeepSeek-V3 on 61,440 GPUs at 1M tokens, eight micro-batch sizes, every offload: 8.4 million candidates
+    """DeepSeek-V3 on 61,440 GPUs at 1M tokens, eight micro-batch sizes, every offload: 9.1 million candidates
     asked, narrowed to at most the budget (the CLI answers in ~2 s, 0.5 GB; README, "Work per request")."""
     q = PlannerParams(model="deepseek-v3", gpus=61440, seq=1048576, mb_sizes=(1, 2, 3, 4, 5, 6, 7, 8), offload="all")
     model, gpu, _ = candidates.resolve(q)
     degrees, _ = candidates.degrees(q, model)
-    assert count.count(q, degrees, model, gpu.gpus_per_node) == 8_365_248
+    assert count.count(q, degrees, model, gpu.gpus_per_node) == 9_086_256
     result = planner.plan(q)
     assert result.narrowed and len(result.frame) <= BUDGET.default + 10_000
     assert result.best() is not None

@@ -41,7 +41,6 @@ from core.params.planner import (
 )
 from core.planner import plan as planner
 from core.planner import recommend
-from core.planner.result import EXPORT_FRAMEWORK
 from core.units import GB
 
 
@@ -168,7 +167,7 @@ def _export(result: planner.PlanResult, kind: str, rank: int) -> int:
     art = result.export(kind, feasible.iloc[rank - 1])
     if art.refused:
         raise InputError(f"candidate {rank} cannot be exported for {kind} exactly: " + "; ".join(art.refused)
-                         + f". Rank with --framework {EXPORT_FRAMEWORK[kind]} to list only layouts it runs.")
+                         + ". " + " ".join(art.notes))
     sys.stdout.write(art.text if art.text.endswith("\n") else art.text + "\n")
     if art.setup:
         sys.stderr.write("setup (code the JSON cannot carry):\n" + art.setup)

@@ -57,15 +57,22 @@ def refusal(layout: Layout, key: str) -> Export | None:
     if not reasons:
         return None
     f = frameworks.framework(key)
-    return Export("", (f"Rank with framework {key} to see only layouts {f.label} runs.",), refused=tuple(reasons))
+    runs = not _model_refusals(layout, key) and not f.refusals(_setting(layout), export=False)
+    hint = (f"{f.label} runs this layout, but the planner's export for it does not write it: configure it in "
+            "the framework's own trainer (the reasons name where)." if runs
+            else f"Rank with framework {key} (--framework {key}) to list only layouts {f.label} runs.")
+    return Export("", (hint,), refused=tuple(reasons))
 
 
 def framework_refusals(layout: Layout, key: str) -> list[str]:
-    setting = frameworks.Setting(layout.t, layout.p, layout.zero_stage, layout.schedule, layout.sequence_parallel,
-                                 layout.recompute, layout.offload, kv_heads=layout.model.kv_heads, cp=layout.cp,
-                                 ep=layout.ep, fp8=layout.precision == "fp8",
-                                 moe=layout.model.is_moe or layout.model.mla is not None)
-    return frameworks.framework(key).refusals(setting) + _model_refusals(layout, key)
+    return frameworks.framework(key).refusals(_setting(layout)) + _model_refusals(layout, key)
+
+
+def _setting(layout: Layout) -> frameworks.Setting:
+    return frameworks.Setting(layout.t, layout.p, layout.zero_stage, layout.schedule, layout.sequence_parallel,
+                              layout.recompute, layout.offload, kv_heads=layout.model.kv_heads, cp=layout.cp,
+                              ep=layout.ep, fp8=layout.precision == "fp8",
+                              moe=layout.model.is_moe or layout.model.mla is not None)
 
 
 def _model_refusals(layout: Layout, key: str) -> list[str]:

@@ -76,9 +76,9 @@ class Framework:
     moe_switches: tuple[str, ...] = ()  # MoE software the step time can assume (core.params.planner moe_dispatcher
     #                                     "deepep", moe_a2a_overlap): question-wide, like tp_bwd_overlap, so a note,
     #                                     not a filter, says who has them; each with its entry in `sources`
-    beyond_export: Mapping[str, str] = None  # type: ignore[assignment]  # capability -> where the framework runs
-    #    it though the planner's export does not write it: `refusals(export=False)` (a checked config) skips these;
-    #    the search (`runs`) still keeps to what the export writes
+    export_lacks: Mapping[str, str] = None  # type: ignore[assignment]  # capability -> why the planner's export for
+    #    this framework does not write it though the framework runs it: the search ranks such rows (the framework
+    #    runs them), `refusals(export=True)` names the gap, a checked config (export=False) does not
     switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
     #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
     #                                 parameters from forward to backward); each with its entry in `sources`
@@ -88,11 +88,10 @@ class Framework:
         (empty when it can), each reason with its source."""
         t, p, zero, schedule, recompute, offload = s.t, s.p, s.zero, s.schedule, s.recompute, s.offload
         out = []
-        beyond = () if export else tuple(self.beyond_export or ())
+        lacks = dict(self.export_lacks or {}) if export else {}
 
         def say(text: str, source: str) -> None:
-            if source not in beyond:
-                out.append(f"{text} [{self.sources[source]}]" if cite else text)
+            out.append(f"{text} [{self.sources[source]}]" if cite else text)
 
         if s.cp > 1 and not self.context_parallel:
             say(f"{self.label} has no context parallelism (cp = {s.cp})", "context_parallel")
@@ -102,6 +101,9 @@ class Framework:
             say(f"{self.label}'s export has no FP8 training switch", "fp8")
         if s.moe and not self.moe_blocks:
             say(f"{self.label}'s export has no mixture-of-experts or latent-attention block", "moe_blocks")
+        for key, applies in (("expert_parallel", s.ep > 1), ("moe_blocks", s.moe)):
+            if applies and key in lacks:
+                out.append(lacks[key] if cite else lacks[key].split(" (")[0])
 
         if p > 1 and schedule not in self.schedules:
             say(f"{self.label} has no {schedule} schedule (it runs {_names(self.schedules)})", "schedules")
@@ -269,23 +271,25 @@ TABLE: dict[str, Framework] = {
                               "divide the key/value heads (replicating them is not generated)",
             "context_parallel": f"{_TORCH} torch.distributed.tensor.experimental.context_parallel: ring attention "
                                 "for scaled_dot_product_attention over a 'cp' mesh dimension (experimental API)",
-            "expert_parallel": f"{_TORCH} has no expert-parallel API in core PyTorch (torchtitan implements it in "
-                               "its own model code)",
+            "expert_parallel": "torchtitan (the PyTorch-native trainer on FSDP2) spreads routed experts over "
+                               "parallelism.expert_parallel_degree ranks borrowed from the data-parallel x context-"
+                               "parallel mesh, with expert_tensor_parallel_degree (torchtitan/distributed/"
+                               "expert_parallel.py, parallel_dims.py); core PyTorch has no expert-parallel API",
             "fp8": f"{_TORCH} with torchao: float8 linears by torchao.float8.convert_to_float8_training, the output "
                    "layer left in 16-bit (torchtitan's float8 converter, filter_fqns ['output']); the script converts "
                    "the model when the row is FP8",
-            "moe_blocks": "the exported script builds a dense decoder (attention + MLP blocks); it has no "
-                          "mixture-of-experts or latent-attention block",
+            "moe_blocks": "torchtitan's deepseek_v3 (latent attention, routed and shared experts on grouped GEMMs) "
+                          "and qwen3 MoE models (torchtitan/models/moe)",
             "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
                           "forward to backward (torchtitan's default with pipeline parallelism, "
                           "torchtitan/distributed/fsdp.py)",
         },
-        context_parallel=True, fp8=True, switches=("no_reshard",),
-        beyond_export={
-            "expert_parallel": "torchtitan runs FSDP2 with expert parallelism (parallelism.expert_parallel_degree, "
-                               "torchtitan/distributed/expert_parallel.py); the planner's script does not write it",
-            "moe_blocks": "torchtitan's deepseek_v3 and qwen3 MoE models (routed experts on grouped GEMMs, latent "
-                          "attention); the planner's script builds a dense decoder"},
+        context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("no_reshard",),
+        export_lacks={
+            "expert_parallel": "the planner's torch script builds no expert-parallel group (torchtitan runs FSDP2 "
+                               "with expert parallelism: parallelism.expert_parallel_degree in its TOML)",
+            "moe_blocks": "the planner's torch script builds a dense decoder (torchtitan's deepseek_v3 and qwen3 "
+                          "MoE models have the routed experts and latent attention)"},
         exclusions=(Exclusion(
             (3,), ("zb-h1", "zb-h2", "zbv"),
             "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "
