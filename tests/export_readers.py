@@ -9,7 +9,7 @@ import re
 import shlex
 
 FIELDS = ("t", "p", "d", "schedule", "v", "micro_batch_size", "recompute", "zero_stage", "offload",
-          "sequence_parallel", "global_batch", "cp", "ep")
+          "sequence_parallel", "global_batch", "cp", "ep", "replicate")
 
 
 def of_layout(layout) -> dict:
@@ -43,7 +43,8 @@ def megatron(text: str) -> dict:
             "v": v, "micro_batch_size": int(_value(ws, "--micro-batch-size")),
             "recompute": _value(ws, "--recompute-granularity", "none"), "zero_stage": zero,
             "offload": "optimizer" if "--optimizer-cpu-offload" in ws else "none",
-            "sequence_parallel": "--sequence-parallel" in ws, "global_batch": int(_value(ws, "--global-batch-size"))}
+            "sequence_parallel": "--sequence-parallel" in ws, "global_batch": int(_value(ws, "--global-batch-size")),
+            "replicate": int(_value(ws, "--num-distributed-optimizer-instances", 1))}
 
 
 def deepspeed(text: str, setup: str) -> dict:
@@ -61,7 +62,7 @@ def deepspeed(text: str, setup: str) -> dict:
         "activation_checkpoint_interval") == 1)
     return {"t": t, "p": p, "d": d, "schedule": None if p == 1 else "1f1b", "v": 1, "micro_batch_size": b,
             "recompute": "full" if full else "none", "zero_stage": zero["stage"], "offload": offload,
-            "sequence_parallel": False, "global_batch": cfg["train_batch_size"], "cp": 1, "ep": 1}
+            "sequence_parallel": False, "global_batch": cfg["train_batch_size"], "cp": 1, "ep": 1, "replicate": 1}
 
 
 CLASSES = {"ScheduleGPipe": "gpipe", "Schedule1F1B": "1f1b", "ScheduleInterleaved1F1B": "interleaved",
@@ -92,5 +93,11 @@ def torch_script(text: str) -> dict:
     return {"t": const["T"], "p": p, "d": const["D"], "schedule": schedule, "v": v,
             "micro_batch_size": const["MICRO_BATCH"], "recompute": const["RECOMPUTE"], "zero_stage": const["ZERO"],
             "offload": const["OFFLOAD"], "sequence_parallel": "SequenceParallel()" in text,
-            "cp": const.get("CP", 1), "ep": 1,
+            "cp": const.get("CP", 1), "ep": 1, "replicate": _mesh(text).get("dp_replicate", 1),
             "global_batch": const["MICRO_BATCH"] * const["MICROBATCHES"] * const["D"]}
+
+
+def _mesh(text: str) -> dict:
+    """The device mesh the script builds: dimension name -> size."""
+    found = re.search(r"init_device_mesh\(device_type, (\(.*?\)), mesh_dim_names=(\(.*?\))\)", text)
+    return dict(zip(ast.literal_eval(found.group(2)), ast.literal_eval(found.group(1)), strict=True))

@@ -31,6 +31,25 @@ CASES = [  # (question, pinned layout, export kinds)
     ({"model": "llama3-8b", "gpus": "16", "batch": "64"},
      {"fix_t": "1", "fix_p": "2", "zero": "1", "mb_sizes": "1", "schedule": "1f1b", "recompute": "full",
       "sp": "off", "tp_comm_overlap": "off"}, ("deepspeed", "megatron", "torch")),
+    # hybrid sharding: Megatron-LM's optimizer instances, FSDP2 on a (replicate, shard[, cp]) mesh
+    ({"model": "llama3-70b", "gpus": "128", "batch": "256"},
+     {"fix_t": "8", "fix_p": "2", "fix_replicate": "4", "zero": "1", "mb_sizes": "1", "schedule": "1f1b",
+      "recompute": "selective", "sp": "on", "tp_comm_overlap": "off"}, ("megatron",)),
+    ({"model": "llama3-8b", "gpus": "32", "batch": "64", "seq": "16384"},
+     {"fix_t": "2", "fix_p": "1", "fix_cp": "2", "fix_replicate": "2", "zero": "3", "mb_sizes": "1",
+      "recompute": "full", "sp": "on", "tp_comm_overlap": "off", "reshard": "on"}, ("torch",)),
+    # DeepSpeed without a pipeline: ZeRO-3 with both offloads, AutoTP with ZeRO-2
+    ({"model": "llama3-8b", "gpus": "8", "batch": "32"},
+     {"fix_t": "1", "fix_p": "1", "zero": "3", "mb_sizes": "1", "offload": "optimizer+params", "recompute": "full",
+      "sp": "off", "tp_comm_overlap": "off", "reshard": "on"}, ("deepspeed", "torch")),
+    ({"model": "llama3-8b", "gpus": "16", "batch": "64"},
+     {"fix_t": "2", "fix_p": "1", "zero": "2", "mb_sizes": "2", "recompute": "none", "sp": "off",
+      "tp_comm_overlap": "off"}, ("deepspeed", "torch")),
+    # every pipeline schedule the torch export writes (its own classes, or our action table in its runtime)
+    *(({"model": "llama3-8b", "gpus": "16", "batch": "64"},
+       {"fix_t": "1", "fix_p": "4", "zero": "1", "mb_sizes": "1", "schedule": sched, "recompute": "none",
+        "sp": "off", "tp_comm_overlap": "off", **({"v": "2"} if sched == "interleaved" else {})}, ("torch",))
+      for sched in ("1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev")),
 ]
 
 
@@ -49,15 +68,15 @@ def test_each_export_reads_back_to_its_row(question, pins, kinds):
         assert not art.refused, (kind, art.refused)
         given = {"gpu": q.gpu}
         if kind == "deepspeed":  # the JSON has no model and no t / p: those are the setup code's and the model's
-            files = [("ds_config.json", art.text), ("setup.py", art.setup)]
+            files = [("ds_config.json", art.text)] + ([("setup.py", art.setup)] if art.setup else [])
             given.update(model=q.model, seq=str(result.model.seq))
         else:
             files = [("train.sh" if kind == "megatron" else "train_torch.py", art.text)]
         framework = {"megatron": "megatron", "torch": "torch", "deepspeed": "deepspeed"}[kind]
         done = check(files, {**given, "memory_framework": framework})
         back = done.row
-        for col in ("t", "p", "d", "cp", "ep", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
-                    "sequence_parallel", "offload"):
+        for col in ("t", "p", "d", "cp", "ep", "replicate", "micro_batch_size", "m", "schedule", "v", "zero_stage",
+                    "recompute", "sequence_parallel", "offload"):
             assert back[col] == row[col], (kind, col, back[col], row[col])
         again = planner.plan(PlannerParams.from_strings({**question, **pins, "framework": "any",
                                                           "memory_framework": framework})).frame.iloc[0]

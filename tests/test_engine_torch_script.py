@@ -69,6 +69,21 @@ def test_fsdp2_zero3_bytes_per_rank_are_cores_zero3_accounting(tmp_path):
         assert np.isfinite(r["loss"])
 
 
+def test_hybrid_sharding_holds_one_replicas_share(tmp_path):
+    # HSDP on 4 ranks, 2 copies: FSDP2 on the (replicate 2, shard 2) mesh holds ZeRO-3's share of a 2-rank group,
+    # which is what core counts for replicate = 2 (the shard group d / replicate)
+    model = shrunk("llama3-8b")
+    psi = model_params(model)
+    lay = layout(model, d=4, global_batch=8, zero_stage=3, replicate=2)
+    rows = run(lay, tmp_path)
+    core = states.model_states(psi, 2, 3, **FP32_ADAM.kwargs())
+    for r in rows:
+        assert (r["param_bytes"], r["grad_bytes"], r["optimizer_bytes"]) == (core.params, core.grads, core.optimizer)
+    from core.memory import per_gpu
+    assert per_gpu.Layout(d=4, zero=3, replicate=2).shard_group() == 2
+    assert all(np.isfinite(r["loss"]) for r in rows)
+
+
 def test_zero_redundancy_optimizer_holds_cores_zero1_share(tmp_path):
     model = shrunk("gpt3-175b")  # tied embeddings, learned positions, biases, LayerNorm
     psi = model_params(model)

@@ -44,6 +44,11 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     # others 3, so a middle device (3 layers x 31 micro-batches) holds more than the first (2 x 32)
     "llama3-70b-ends": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_p=32, mb_sizes=(1,),
                                      ends_in_split=True),
+    # hybrid sharding: ZeRO within 8 of the 32 data-parallel ranks, 4 copies (the ZeRO page opens at N_d = 8)
+    "llama3-70b-hsdp": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_replicate=4,
+                                     framework="torch", mb_sizes=(1, 2)),
+    "mixtral-hsdp": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, fix_replicate=2, fix_ep=8, zero="3",
+                                  framework="torch", mb_sizes=(1,)),
 }
 ROWS = 3  # per question: the best feasible rows, of different ZeRO stages where there are
 
@@ -119,9 +124,13 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
     assert any(not r["reshard"] for v in plans.values() for r in rows_of(v))  # ZeRO-3 kept gathered (FSDP2)
     from core.planner import plan as planner
     assert planner.plan(QUESTIONS["llama3-70b-ends"]).best()["worst_stage"] == "middle"  # a middle device fullest
+    assert all(r["replicate"] > 1 for v in (plans["llama3-70b-hsdp"], plans["mixtral-hsdp"]) for r in rows_of(v)
+               if r["zero_stage"] >= 1)
+    assert any(r["replicate"] == 4 for r in rows_of(plans["llama3-70b-hsdp"]))
 
 
-@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "custom-mla", "llama3-70b-ends"])
+@pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "custom-mla", "llama3-70b-ends",
+                                  "mixtral-hsdp"])
 def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans, name):
     # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
     view = plans[name]

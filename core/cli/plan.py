@@ -183,7 +183,7 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
              f"server), global batch {q.batch:,} sequences of {m.seq:,} tokens.",
              f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
              f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.", ""]
-    extra = [k for k in ("cp", "ep") if not frame.empty and (frame[k] > 1).any()]  # shown when searched
+    extra = [k for k in ("cp", "ep", "replicate") if not frame.empty and (frame[k] > 1).any()]  # shown when used
     headers = ["rank", "t", "p", "d", *extra, "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
                "bubble %", "step s", "tokens/s", "MFU %", "runs on", "why infeasible"]
     rows = []

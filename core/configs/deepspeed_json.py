@@ -23,7 +23,7 @@ ZERO_NO_EFFECT = (
     "contiguous_gradients", "overlap_comm", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
     "stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
     "elastic_checkpoint", "ignore_unused_parameters", "legacy_stage1", "cpu_offload", "memory_efficient_linear",
-    "mics_shard_size", "mics_hierarchical_params_gather", "use_multi_rank_bucket_allreduce", "log_trace_cache_warnings",
+    "mics_hierarchical_params_gather", "use_multi_rank_bucket_allreduce", "log_trace_cache_warnings",
     "zero_quantized_weights", "zero_quantized_gradients", "zero_hpz_partition_size", "sub_group_size",
     "stage3_param_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
     "stage3_prefetch_bucket_size", "prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters",
@@ -139,6 +139,7 @@ def _zero(block: object, r: Reading) -> None:
     r.read("zero_optimization.offload_param", devices[1], {}, f"with the optimizer's: offload = {offload}")
     if "nvme" in devices:
         r.unsupported("offload device", "nvme", "NVMe offload is timed as CPU offload over PCIe")
+    _mics(block.pop("mics_shard_size", None), stage, r)
     for key in ("reduce_bucket_size", "allgather_bucket_size"):
         value = block.pop(key, None)
         if value is None or _auto(value) or value == DEFAULT_BUCKET:
@@ -153,9 +154,26 @@ def _zero(block: object, r: Reading) -> None:
             r.unsupported(f"zero_optimization.{key}", value, "not a key the importer knows")
 
 
+def _mics(size: object, stage: int, r: Reading) -> None:
+    """MiCS (DeepSpeed before 0.19.8; that release rejects the key): ZeRO-3 within groups of `size` ranks,
+    replicated across the groups: hybrid sharding with d / size copies."""
+    if size is None or size == -1:
+        return
+    d = int(r.raw.get("fix_d", "0") or 0)
+    if stage != 3 or not isinstance(size, int) or isinstance(size, bool) or size < 1 or not d or d % size:
+        r.unsupported("zero_optimization.mics_shard_size", size, "MiCS needs ZeRO-3 and a group size dividing the "
+                      "data-parallel ranks (read from the batch); counted as ZeRO over all of them")
+        return
+    r.read("zero_optimization.mics_shard_size", size, {"fix_replicate": d // size},
+           f"hybrid sharding (MiCS): ZeRO-3 within {size} ranks, {d // size} copies; DeepSpeed 0.19.8 removed MiCS "
+           "and rejects this key")
+
+
 def _recompute(data: dict, r: Reading) -> None:
     block = data.pop("activation_checkpointing", None)
-    if isinstance(block, dict):
+    if isinstance(block, dict):  # it configures deepspeed.checkpointing, which model code calls once per layer
+        r.read("activation_checkpointing", "{...}", {"recompute": "full"}, "recompute = full: whole layers, where "
+               "the model calls deepspeed.checkpointing.checkpoint (Megatron-DeepSpeed's --checkpoint-activations)")
         for key, value in block.items():
             if key in ("partition_activations", "cpu_checkpointing") and value:
                 r.unsupported(f"activation_checkpointing.{key}", value, "not modelled (activations counted on "

@@ -57,7 +57,7 @@ _NO_EFFECT = {
         "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16", "transformer-impl",
         "use-legacy-models", "ddp-average-in-collective", "ddp-bucket-size", "bucket-size",
         "overlap-param-gather-with-optimizer-step", "no-async-tensor-model-parallel-allreduce", "use-torch-fsdp2",
-        "deterministic-mode", "calculate-per-token-loss", "rerun-mode", "num-distributed-optimizer-instances",
+        "deterministic-mode", "calculate-per-token-loss", "rerun-mode",
         "no-load-main-params-from-ckpt", "cross-entropy-fusion-impl", "async-tensor-model-parallel-allreduce",
         "kv-lora-rank-norm", "rotary-scaling-factor", "mscale", "mscale-all-dim", "beta-fast", "beta-slow",
         "original-max-position-embeddings", "moe-router-topk-limited-devices", "empty-unused-memory-level",
@@ -334,6 +334,13 @@ def _zero(flags: dict[str, str], r: Reading) -> None:
         r.read("--use-distributed-optimizer", "true", {"zero": 1}, "ZeRO-1: the distributed optimizer")
     else:
         r.assume("zero", 0, "no --use-distributed-optimizer: each data-parallel rank keeps the whole optimizer")
+    instances = _int(flags, "num-distributed-optimizer-instances")
+    if instances is not None and instances > 1 and int(r.raw.get("zero", "0")) >= 1:
+        r.read("--num-distributed-optimizer-instances", instances, {"fix_replicate": instances},
+               f"hybrid sharding: ZeRO within d x cp / {instances} ranks, {instances} copies")
+    elif instances is not None:
+        r.no_effect("--num-distributed-optimizer-instances", instances,
+                    "one instance, or no sharded optimizer to replicate")
     if _pop(flags, "optimizer-cpu-offload") == "true":
         fraction = _pop(flags, "optimizer-offload-fraction")
         if fraction is None or (_number(fraction) and float(fraction) >= 1):

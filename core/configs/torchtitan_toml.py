@@ -127,11 +127,11 @@ def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
         if not gpus:
             r.read("(degrees)", "", {"gpus": rep * shard * t * p * cp}, f"gpus = {rep * shard * t * p * cp}")
     d = rep * shard
-    r.read("parallelism.data_parallel_replicate_degree", rep, {"fix_d": d}, f"d = {rep} x {shard} = {d}")
-    if rep > 1 and shard > 1:
-        r.unsupported("parallelism.data_parallel_replicate_degree", rep,
-                      f"HSDP (shard over {shard}, replicate over {rep}) is counted as FSDP over all {d} ranks: "
-                      "model states are under-counted by the replication")
+    if rep > 1 and shard > 1:  # HSDP: FSDP2 within the shard group, replicated across
+        r.read("parallelism.data_parallel_replicate_degree", rep, {"fix_d": d, "fix_replicate": rep},
+               f"d = {rep} x {shard} = {d}; hybrid sharding: FSDP within {shard} x cp ranks, {rep} copies")
+    else:
+        r.read("parallelism.data_parallel_replicate_degree", rep, {"fix_d": d}, f"d = {rep} x {shard} = {d}")
     zero = 3 if shard > 1 else 0
     r.assume("zero", zero, "FSDP2 fully_shard over the shard group (ZeRO-3)" if zero else
              "no shard group: DDP (ZeRO-0)")

@@ -90,6 +90,20 @@ def step_time(zero, reshard, g: Group, layers, m, windows: dict, fabric: collect
     return out
 
 
+def across_replicas(g: Group, replicate, replica_per_node, layers, window, fabric: collective.Fabric) -> DpTime:
+    """Hybrid sharding (HSDP: FSDP2 on a (replicate, shard) mesh, Megatron-LM's --num-distributed-optimizer-instances,
+    DeepSpeed's MiCS): after its reduce-scatter inside the shard group, each rank all-reduces its gradient shard with
+    the rank holding the same shard in every other replica, once per step in the last micro-batch's backward, layer
+    by layer; what the backward `window` cannot hide beyond the last layer's share is exposed. Zero without copies."""
+    r = np.asarray(replicate, dtype=float)
+    layers = np.maximum(np.asarray(layers, dtype=float), 1.0)
+    unit = g.params / g.n / layers  # one layer's gradient shard
+    one = collective.cost("all-reduce", unit * g.grad_bytes, np.maximum(r, 1.0), replica_per_node, fabric)
+    lat, band = _last_bucket_exposed(one, layers, window)
+    on = r > 1
+    return DpTime(np.where(on, layers * one.seconds, 0.0), np.where(on, lat, 0.0), np.where(on, band, 0.0))
+
+
 def _sharded(reshard, g: Group, layers, m, windows, fabric) -> DpTime:
     """ZeRO-3: per layer and micro-batch, gather (fwd), gather again (bwd, when resharded), reduce-scatter."""
     unit = g.params / layers

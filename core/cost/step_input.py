@@ -103,7 +103,7 @@ class Setting:
 
 
 # Layouts' fields that are arrays of numbers (the rest are arrays of names or booleans)
-_NUMBERS = ("t", "p", "d", "cp", "ep", "etp", "b", "chunks", "m", "zero")
+_NUMBERS = ("t", "p", "d", "cp", "ep", "etp", "b", "chunks", "m", "zero", "replicate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +130,7 @@ class Layouts:
     offload: np.ndarray | str = "none"
     reshard: np.ndarray | bool = True
     tp_comm_overlap: np.ndarray | bool = False
+    replicate: np.ndarray | int = 1  # hybrid sharding: ZeRO within d x cp / replicate ranks, all-reduce across copies
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -148,6 +149,11 @@ class Layouts:
     def dp_group(self) -> np.ndarray:
         """Ranks the dense weights' gradients are reduced over: d x cp (Megatron's data-parallel-with-cp group)."""
         return self.d * self.cp
+
+    @property
+    def shard_group(self) -> np.ndarray:
+        """Ranks ZeRO shards over and its gathers and reduce-scatters span: d x cp, or one replica's share (HSDP)."""
+        return np.maximum(self.dp_group // np.maximum(self.replicate, 1), 1)
 
     def stage_layers(self, model: ModelConfig, ends_in_split: bool = False) -> tuple[np.ndarray, ...]:
         """(layers of the fullest middle stage, of the first, of the last) of the p x chunks stages

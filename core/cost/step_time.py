@@ -330,14 +330,17 @@ def _data_parallel(x: StepInput) -> dp_comm.DpTime:
     if s.a.param_sync_ahead:
         windows["lead"] = fwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
     layers = lay.device_layers(s.model, s.a.ends_in_split)
-    n = lay.dp_group
+    n = lay.shard_group  # d x cp, or one replica's share under hybrid sharding
     grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)
     dense = dp_comm.Group(n, fabric.members_per_node(n, lay.t), x.psi_rank, s.param_bytes, grad)
     out = dp_comm.step_time(lay.zero, lay.reshard, dense, layers, lay.m, windows, fabric, s.a.dp_bucket)
+    copies = fabric.members_per_node(lay.replicate, lay.t * n)  # the same shard's holders, a replica apart
+    out = out + dp_comm.across_replicas(dense, lay.replicate, copies, layers, bwd, fabric)
     e = x.expert
     if e is not None:
         group = dp_comm.Group(np.asarray(e.group), e.per_node, np.asarray(e.rank, dtype=float), e.param_bytes, grad)
         more = dp_comm.step_time(lay.zero, lay.reshard, group, layers, lay.m, windows, fabric, s.a.dp_bucket)
+        more = more + dp_comm.across_replicas(group, lay.replicate, copies, layers, bwd, fabric)
         has = np.asarray(e.rank) > 0
         out = out + dp_comm.DpTime(np.where(has, more.total, 0.0), np.where(has, more.latency, 0.0),
                                    np.where(has, more.bandwidth, 0.0))
@@ -348,7 +351,7 @@ def _offload_and_shard(x: StepInput) -> tuple[np.ndarray, np.ndarray]:
     """(exposed offload seconds, bytes the optimizer step moves over the local shard) for dense weights and
     routed experts, each sharded over its own group under ZeRO >= 1."""
     s, lay = x.setting, x.layouts
-    zero, n, m = lay.zero, lay.dp_group, lay.m
+    zero, n, m = lay.zero, lay.shard_group, lay.m
     shard = x.psi_rank / np.where(zero >= 1, n, 1)
     off = _offload(lay.offload, zero, n, m, x.psi_rank, s.param_bytes, s.grad_bytes, s.a)
     e = x.expert

@@ -150,6 +150,11 @@ class Layout:
     offload: object = "none"  # core.params.memory.OFFLOADS, one name or an array of names
     reshard: object = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
     ends_in_split: object = False  # the embedding, loss and each MTP depth take a layer slot (core.model.stage_split)
+    replicate: object = 1  # hybrid sharding (HSDP): ZeRO shards within d x cp / replicate ranks, copies across the rest
+
+    def shard_group(self) -> np.ndarray:
+        """The ranks ZeRO shards the dense weights' states over: d x cp, or its share under hybrid sharding."""
+        return np.maximum(np.asarray(self.d) * np.asarray(self.cp) // np.maximum(np.asarray(self.replicate), 1), 1)
 
 
 @dataclass(frozen=True)
@@ -346,7 +351,7 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     m, lay, key = cfg.model, cfg.layout, cfg.accounting
     dense_kw, expert_kw = dense_bytes(cfg), expert_bytes(cfg)
     t, p, zero = np.asarray(lay.t), np.asarray(lay.p), np.asarray(lay.zero)
-    group = np.asarray(lay.d) * np.asarray(lay.cp)  # the dense weights' ZeRO group: d x cp
+    group = lay.shard_group()  # the dense weights' ZeRO group: d x cp (its share under hybrid sharding)
     psi_rank, layer = dense_split(m, t, p, lay.chunks, lay.ends_in_split, cfg.inflight.last_on_first)
     shape = np.broadcast(psi_rank, group, zero, np.asarray(lay.offload, dtype=object)).shape
     psi_rank = np.broadcast_to(psi_rank, shape)
@@ -390,7 +395,7 @@ def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool
     keep = ~np.asarray(lay.reshard, dtype=bool) & (not resharded)
     params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
     if cfg.accounting == "torch":
-        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, lay.d)
+        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, lay.shard_group())
         layer = np.broadcast_to(layer, psi_rank.shape)
         blocks = np.minimum(np.ceil(m.layers / p), np.maximum(np.floor(psi_rank / np.maximum(layer, 1.0)), 1.0))
         root = np.maximum(psi_rank - blocks * layer, 0.0)
@@ -399,7 +404,7 @@ def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool
         return np.where(params_off | (zero < 2), 0.0, np.where(whole, stage, 2.0 * root + gather * layer))
     gathered = np.where((zero == 3) & ~params_off, _gathered_blocks(m, psi_rank, layer, p, kw), 0.0)
     # FSDP2's reshard_after_forward=False: the stage's parameters stay gathered from the forward to the backward
-    kept = psi_rank * kw["param_bytes"] * (1 - 1 / (np.asarray(lay.d) * np.asarray(lay.cp))) + layer * kw["grad_bytes"]
+    kept = psi_rank * kw["param_bytes"] * (1 - 1 / lay.shard_group()) + layer * kw["grad_bytes"]
     return np.where((zero == 3) & keep, kept, gathered)
 
 
@@ -426,7 +431,7 @@ def _expert_states(cfg: MemoryConfig, kw: dict) -> dict[str, np.ndarray]:
     etp = np.where(np.asarray(lay.etp) > 0, lay.etp, t)
     per_layer = moe.expert_params_per_layer(m)
     rank = _moe_layers_fullest(cfg) * per_layer / (ep * etp)
-    group = np.maximum(t * np.asarray(lay.d) * np.asarray(lay.cp) // np.maximum(ep * etp, 1), 1)
+    group = np.maximum(t * lay.shard_group() // np.maximum(ep * etp, 1), 1)  # within one replica under HSDP
     zero = np.asarray(lay.zero)
     states = moe.sharded_states(rank, group, zero, **kw).total
     placed = _placed(rank, group, zero, lay.offload, kw)

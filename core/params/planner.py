@@ -249,6 +249,12 @@ SEARCH = table(
     Spec("fix_etp", "int", 0, 0, MAX_TP, label="Expert tensor parallelism",
          help="0 = t (Megatron-LM's default: experts split like the dense layers); 1 keeps every expert whole on "
               "one GPU (DeepSeek-V3, Megatron's recommendation for fine-grained experts)."),
+    Spec("fix_replicate", "int", 1, 1, CLUSTER["gpus"].hi, label="Hybrid sharding: replicas",
+         help="1 shards ZeRO over all d x cp data-parallel ranks. R > 1 is hybrid sharding (HSDP): ZeRO shards "
+              "within d x cp / R ranks and keeps R copies, whose gradients are all-reduced once per step (PyTorch "
+              "FSDP2 on a (replicate, shard) mesh, torchtitan's data_parallel_replicate_degree; Megatron-LM "
+              "--num-distributed-optimizer-instances; DeepSpeed MiCS mics_shard_size). R must divide d x cp; "
+              "ZeRO-0 rows are plain data parallelism either way."),
     Spec("zero", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "0", "1", "2", "3"), label="ZeRO stage",
          help="ZeRO across the d data-parallel ranks (0 = plain data parallelism); all searches 0-3."),
     Spec("schedule", "choice", _CHOICE_ALL, choices=SEARCH_SCHEDULES.led_by(_CHOICE_ALL), label="Pipeline schedule",
@@ -401,6 +407,7 @@ class PlannerParams:
     fix_cp: int = 0
     fix_ep: int = 0
     fix_etp: int = 0
+    fix_replicate: int = 1
     zero: str = _CHOICE_ALL
     schedule: str = _CHOICE_ALL
     v: int = PLAN["v"].default
@@ -515,6 +522,7 @@ GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_f
              "gpu_sms": "--gpu-sms", "calibration": "--calibration"}
 TRAIN_FLAGS = {"batch": "--global-batch", "mb_sizes": "--micro-batch-sizes"}
 # plan --fix KEY=VALUE: the key as typed -> the planner input it pins
-FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp", "zero": "zero",
-            "schedule": "schedule", "v": "v", "mbs": "mb_sizes", "recompute": "recompute", "sp": "sp",
-            "offload": "offload", "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}
+FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp",
+            "replicate": "fix_replicate", "zero": "zero", "schedule": "schedule", "v": "v", "mbs": "mb_sizes",
+            "recompute": "recompute", "sp": "sp", "offload": "offload", "reshard": "reshard",
+            "tp_overlap": "tp_comm_overlap"}

@@ -98,11 +98,12 @@ def static_checks(c: dict, model, gpu, batch: int, split, rules: tuple) -> tuple
     add(split.too_deep, lambda i: f"too many chunks: p x v = {p[i] * c['chunks'][i]} > {model.layers} layers "
                                   "(+ 2 where the embedding and loss count as layers)",
         p, c["chunks"])
-    for name, mask, text in rules:  # each rule's text depends on t, d, cp, ep and etp only
+    for name, mask, text in rules:  # each rule's text depends on t, d, cp, ep, etp and replicate only
         tag = {"cp_seq": "cp does not split the sequence", "ep_experts": "ep does not divide the experts",
-               "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model"}[name]
+               "ep_ranks": "ep does not fit the ranks", "ep_dense": "ep on a dense model",
+               "replicate": "replicate does not divide d x cp", "ep_replica": "ep does not fit one replica"}[name]
         add(np.broadcast_to(mask, (n,)), lambda i, text=text, tag=tag: f"{tag}: {text(i)}",
-            *(c[k] for k in ("t", "d", "cp", "ep", "etp")))
+            *(c[k] for k in ("t", "d", "cp", "ep", "etp", "replicate")))
     return head, tail
 
 

@@ -11,8 +11,8 @@ from core.cost import step_time
 
 # Step-time components (core.cost.step_time.BREAKDOWN) as frame columns; in JSON they are one `breakdown` object.
 BREAKDOWN_COLUMNS = step_time.COLUMN
-JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "reshard", "schedule", "v", "tp_comm_overlap",
-             "micro_batch_size", "m",
+JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "zero_stage", "reshard", "schedule", "v",
+             "tp_comm_overlap", "micro_batch_size", "m",
              "recompute", "sequence_parallel", "offload", "memory_bytes", "memory_accounting", "allocated_bytes",
              "reserve_bytes", "outside_bytes", "buffer_bytes", "pool_bytes", "step_moment_bytes",
              "model_state_bytes", "states_on_gpu_bytes",
@@ -25,8 +25,8 @@ JSON_KEYS = ("rank", "t", "p", "d", "cp", "ep", "etp", "zero_stage", "reshard", 
              "mfu", "hfu", "tflops_per_gpu", "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes",
              "a2a_s", "a2a_exposed_s", "ring_s", "ring_exposed_s")
 
-COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage",
-           "reshard", "tp_comm_overlap", "recompute",
+COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_size", "m", "schedule", "v",
+           "zero_stage", "reshard", "tp_comm_overlap", "recompute",
            "sequence_parallel", "offload", "memory_bytes", "memory_accounting", "allocated_bytes", "reserve_bytes",
            "outside_bytes", "buffer_bytes", "pool_bytes", "step_moment_bytes", "model_state_bytes",
            "states_on_gpu_bytes",
@@ -45,7 +45,8 @@ EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_cr
                                  "tp_comm_overlap"), bool),
                 **dict.fromkeys(("schedule", "recompute", "offload", "reasons", "warnings", "frameworks",
                                  "worst_stage", "timing", "memory_accounting"), object),
-                **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "v", "zero_stage"),
+                **dict.fromkeys(("t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_size", "m", "v",
+                                 "zero_stage"),
                                 "int64")}
 
 

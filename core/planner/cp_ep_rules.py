@@ -21,9 +21,9 @@ def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=np.int64)
 
 
-def violations(model, t, d, cp, ep, etp) -> list[Rule]:
+def violations(model, t, d, cp, ep, etp, replicate=1) -> list[Rule]:
     """(name, mask of violating entries, reason for entry i) for every broken rule; masks broadcast together."""
-    t, d, cp, ep, etp = (_arr(x) for x in (t, d, cp, ep, etp))
+    t, d, cp, ep, etp, r = (_arr(x) for x in (t, d, cp, ep, etp, replicate))
     etp = np.where(etp == 0, t, etp)
     out: list[Rule] = []
 
@@ -33,7 +33,11 @@ def violations(model, t, d, cp, ep, etp) -> list[Rule]:
             out.append((name, mask, text))
 
     def at(x: np.ndarray, i: int) -> int:
-        return int(np.broadcast_to(x, np.broadcast(t, d, cp, ep, etp).shape).flat[i]) if x.ndim else int(x)
+        return int(np.broadcast_to(x, np.broadcast(t, d, cp, ep, etp, r).shape).flat[i]) if x.ndim else int(x)
+
+    add("replicate", (d * cp) % r != 0,
+        lambda i: f"replicate = {at(r, i)} does not divide d x cp = {at(d, i) * at(cp, i)} (hybrid sharding keeps "
+                  "that many equal copies of the ZeRO shard group)")
 
     add("cp_seq", (cp > 1) & (model.seq % (2 * cp) != 0),
         lambda i: f"sequence {model.seq:,} does not split into 2 x cp = {2 * at(cp, i)} chunks "
@@ -45,14 +49,18 @@ def violations(model, t, d, cp, ep, etp) -> list[Rule]:
         add("ep_ranks", (t * d * cp) % (ep * etp) != 0,
             lambda i: f"ep x expert-tp = {at(ep, i) * at(etp, i)} does not divide t x d x cp = "
                       f"{at(t, i) * at(d, i) * at(cp, i)} (Megatron regroups a stage's ranks for the experts)")
+        add("ep_replica", ((d * cp) % r == 0) & ((t * (d * cp // r)) % (ep * etp) != 0),
+            lambda i: f"ep x expert-tp = {at(ep, i) * at(etp, i)} does not divide one replica's t x d x cp / "
+                      f"replicate = {at(t, i) * at(d, i) * at(cp, i) // at(r, i)} ranks (hybrid sharding keeps every "
+                      "expert within each copy)")
     else:
         add("ep_dense", ep != 1, lambda i: f"ep = {at(ep, i)} on a dense model (no experts to spread)")
     return out
 
 
-def first_reason(model, t, d, cp, ep, etp) -> str | None:
+def first_reason(model, t, d, cp, ep, etp, replicate=1) -> str | None:
     """The first broken rule of one layout, in words (None when it obeys them all)."""
-    for _, mask, text in violations(model, t, d, cp, ep, etp):
+    for _, mask, text in violations(model, t, d, cp, ep, etp, replicate):
         if np.asarray(mask).any():
             return text(0)
     return None

@@ -237,6 +237,11 @@ def _sharding(layout: Layout, notes: list[str]) -> list[str]:
         out: list[str] = []
     elif z == 1:
         out = ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+        if layout.replicate > 1:  # the distributed optimizer sharded within d x cp / R ranks, R instances
+            out += ["--num-distributed-optimizer-instances", str(layout.replicate)]
+            notes.append(f"--num-distributed-optimizer-instances {layout.replicate}: the optimizer state is sharded "
+                         f"within each of {layout.replicate} groups of d x cp / {layout.replicate} ranks and the "
+                         "gradients all-reduced across them (hybrid sharding).")
     else:  # p = 1 here: core.planner.frameworks refuses Megatron-FSDP with pipeline parallelism
         strategy = "optim_grads" if z == 2 else "optim_grads_params"
         out = ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--ckpt-format", "fsdp_dtensor"]

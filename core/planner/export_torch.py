@@ -222,6 +222,8 @@ def _constants(layout: Layout) -> list[str]:
         f'{m.tied}, {m.embed_norm}, "{m.position}"',
         "# The layout (the planner's row)",
         f"T, P, D = {layout.t}, {layout.p}, {layout.d}",
+        *([f"REPLICATE = {layout.replicate}  # hybrid sharding: FSDP2 within D / REPLICATE ranks, that many copies"]
+          if layout.replicate > 1 else []),
         *([f"CP = {layout.cp}  # context parallelism: each sequence split over CP ranks"] if layout.cp > 1 else []),
         f"MICRO_BATCH, MICROBATCHES = {layout.micro_batch_size}, {layout.grad_accum_steps}  # per data-parallel rank",
         f'ZERO, RECOMPUTE, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", "{layout.offload}"',
@@ -252,10 +254,13 @@ def _main(layout: Layout) -> list[str]:
 
 
 def _mesh_lines(layout: Layout) -> list[str]:
-    """Process groups on a (pp, dp[, cp], tp) mesh, and this rank's pipeline stages."""
-    t, p, cp = layout.t, layout.p, layout.cp
-    dims = ["pp", "dp", "cp", "tp"] if cp > 1 else ["pp", "dp", "tp"]
-    shape = ", ".join(str(x) for x in ((p, layout.d, cp, t) if cp > 1 else (p, layout.d, t)))
+    """Process groups on a (pp, dp[, cp], tp) mesh, dp split (dp_replicate, dp_shard) under hybrid sharding, and
+    this rank's pipeline stages."""
+    t, p, cp, r = layout.t, layout.p, layout.cp, layout.replicate
+    dp = ["dp_replicate", "dp_shard"] if r > 1 else ["dp"]
+    dims = ["pp", *dp, *(["cp"] if cp > 1 else []), "tp"]
+    sizes = [p, *((r, layout.d // r) if r > 1 else (layout.d,)), *([cp] if cp > 1 else []), t]
+    shape = ", ".join(str(x) for x in sizes)
     out = [
         "",
         "def main():",
@@ -267,12 +272,24 @@ def _mesh_lines(layout: Layout) -> list[str]:
         "    device = torch.device(device_type, torch.cuda.current_device()) if device_type == \"cuda\" else "
         "torch.device(\"cpu\")",
         f"    mesh = init_device_mesh(device_type, ({shape}), mesh_dim_names={tuple(dims)!r})",
-        '    pp_rank, dp_rank, TP_RANK = (mesh[k].get_local_rank() for k in ("pp", "dp", "tp"))',
     ]
+    if r > 1:  # HSDP: FSDP2 on a 2-D (replicate, shard) mesh, as torchtitan's data_parallel_replicate_degree
+        out += ['    pp_rank, TP_RANK = (mesh[k].get_local_rank() for k in ("pp", "tp"))',
+                '    dp_rank = mesh["dp_replicate", "dp_shard"]._flatten("dp").get_local_rank()']
+        out += (['    mesh["dp_shard", "cp"]._flatten("dp_shard_cp")',
+                 '    dp_mesh = mesh["dp_replicate", "dp_shard_cp"]'] if cp > 1 else
+                ['    dp_mesh = mesh["dp_replicate", "dp_shard"]'])
+        return out + _stage_lines(layout)
+    out += ['    pp_rank, dp_rank, TP_RANK = (mesh[k].get_local_rank() for k in ("pp", "dp", "tp"))']
     if cp > 1:  # gradients and ZeRO shards span the data- and context-parallel ranks (Megatron's dp x cp group)
         out += ['    dp_mesh = mesh["dp", "cp"]._flatten("dp_cp")']
     else:
         out += ['    dp_mesh = mesh["dp"]']
+    return out + _stage_lines(layout)
+
+
+def _stage_lines(layout: Layout) -> list[str]:
+    p, out = layout.p, []
     if p > 1:
         out += [f"    stage_map = {_stage_map(layout)}  # pipeline rank -> its stages",
                 "    stages = stage_map[pp_rank]", f"    n_stages = {p * layout.v}"]

@@ -39,6 +39,7 @@ class Setting:
     ep: Any = 1
     fp8: bool = False
     moe: bool = False  # mixture-of-experts or latent-attention blocks
+    replicate: Any = 1  # hybrid sharding: ZeRO within d x cp / replicate ranks, replicated across the rest
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Framework:
     export_lacks: Mapping[str, str] = None  # type: ignore[assignment]  # capability -> why the planner's export for
     #    this framework does not write it though the framework runs it: the search ranks such rows (the framework
     #    runs them), `refusals(export=True)` names the gap, a checked config (export=False) does not
+    hybrid: tuple[int, ...] = ()  # ZeRO stages it shards within a group and replicates across groups (HSDP)
     switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
     #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
     #                                 parameters from forward to backward); each with its entry in `sources`
@@ -105,6 +107,9 @@ class Framework:
             if applies and key in lacks:
                 out.append(lacks[key] if cite else lacks[key].split(" (")[0])
 
+        if s.replicate > 1 and zero not in self.hybrid:
+            say(f"{self.label} shards ZeRO-{zero} over the whole data-parallel group (no hybrid sharding"
+                + (f"; it has it for ZeRO {_names(self.hybrid)})" if self.hybrid else ")"), "hybrid")
         if p > 1 and schedule not in self.schedules:
             say(f"{self.label} has no {schedule} schedule (it runs {_names(self.schedules)})", "schedules")
         stages = self.zero_with_pipeline if p > 1 else self.zero
@@ -154,6 +159,7 @@ class Framework:
         else:
             ok_kv = True
         ok = np.where(p > 1, np.isin(schedule, self.schedules), True)
+        ok &= (np.asarray(s.replicate) <= 1) | np.isin(zero, self.hybrid)
         ok &= np.where(p > 1, np.isin(zero, self.zero_with_pipeline), np.isin(zero, self.zero))
         ok &= (t == 1) | np.isin(zero, self.zero_with_tp)
         if not self.sequence_parallel:
@@ -213,7 +219,12 @@ TABLE: dict[str, Framework] = {
             "moe_a2a_overlap": f"{_MEGATRON_ARGS}: --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
                                "(Megatron-Core >= 0.14; transformer_config.py asserts ep > 1, no full recompute, the "
                                "interleaved schedule when p > 1)",
+            "hybrid": f"{_MEGATRON_ARGS}: --num-distributed-optimizer-instances R (the distributed optimizer "
+                      "sharded within d x cp / R ranks, its gradients all-reduced across the R instances; "
+                      "megatron/core/distributed/distributed_data_parallel.py, intra and inter distributed-optimizer "
+                      "groups); ZeRO-1 only",
         }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",),
+        hybrid=(1,),
         moe_switches=("deepep", "moe_a2a_overlap")),
     "deepspeed": Framework(
         "deepspeed", "DeepSpeed", DEEPSPEED_VERSION,
@@ -245,6 +256,9 @@ TABLE: dict[str, Framework] = {
                    "model code)",
             "moe_blocks": f"{_DS}: the JSON config describes no model; MoE layers (deepspeed.moe.layer.MoE) live in "
                           "your model code",
+            "hybrid": f"{_DS} deepspeed/runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: 'MiCS ZeRO-3 sharding has been "
+                      "removed' (mics_shard_size is rejected); ZeRO++'s zero_hpz_partition_size keeps a secondary "
+                      "copy of the parameters only, the optimizer state stays sharded over all data-parallel ranks",
         }, moe_blocks=True),
     "torch": Framework(
         "torch", "PyTorch (FSDP2, torch.distributed.pipelining)", TORCH_VERSION,
@@ -283,8 +297,12 @@ TABLE: dict[str, Framework] = {
             "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
                           "forward to backward (torchtitan's default with pipeline parallelism, "
                           "torchtitan/distributed/fsdp.py)",
+            "hybrid": f"{_TORCH} fully_shard(mesh=<2-D mesh (replicate, shard)>): HSDP, parameters sharded within "
+                      "the shard dimension and gradients all-reduced across the replicate one (torchtitan's "
+                      "parallelism.data_parallel_replicate_degree); ZeroRedundancyOptimizer and DDP do not",
         },
         context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("no_reshard",),
+        hybrid=(2, 3),
         export_lacks={
             "expert_parallel": "the planner's torch script builds no expert-parallel group (torchtitan runs FSDP2 "
                                "with expert parallelism: parallelism.expert_parallel_degree in its TOML)",

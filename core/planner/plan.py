@@ -221,7 +221,7 @@ def _gate(model, c: grid.Candidates, mem: _Memory, split_ok: _Split, room: float
     acts = rank_memory.activations(model, c, ones, np.zeros(n, dtype=bool), split_ok.sized, keys, opts)[0]
     floor = mem.device(keys, acts)["total"]
     hopeless = split_ok.sized & (floor > room)
-    rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp)  # cp / ep rules, each with its reason
+    rules = violations(model, c.t, c.d, c.cp, c.ep, c.etp, c.replicate)  # cp / ep / HSDP rules, with their reasons
     broken = np.zeros(n, dtype=bool)
     for _, mask, _ in rules:
         broken |= np.broadcast_to(mask, (n,))
@@ -303,7 +303,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
     st = mem.states
     first_factor, last_factor = costs.factors(c.chunks)
     return {
-        "rank": np.nan, "t": c.t, "p": c.p, "d": c.d, "cp": c.cp, "ep": c.ep, "etp": c.etp,
+        "rank": np.nan, "t": c.t, "p": c.p, "d": c.d, "cp": c.cp, "ep": c.ep, "etp": c.etp, "replicate": c.replicate,
         "micro_batch_size": c.b, "m": c.m, "expert_state_bytes": mem.experts["expert_state_bytes"],
         "schedule": _names(SEARCH_SCHEDULES, c.schedule), "v": c.v, "zero_stage": c.zero,
         "reshard": c.reshard.astype(bool), "tp_comm_overlap": c.tp_comm_overlap.astype(bool),

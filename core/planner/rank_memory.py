@@ -89,7 +89,7 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
     layout = per_gpu.Layout(t=c["t"][rows], p=c["p"][rows], d=c["d"][rows], cp=c["cp"][rows], ep=c["ep"][rows],
                             etp=c["etp"][rows], chunks=c["chunks"][rows], zero=c["zero"][rows],
                             offload=c["offload_name"][rows].astype(object), reshard=c["reshard"][rows],
-                            ends_in_split=o.ends_in_split)
+                            ends_in_split=o.ends_in_split, replicate=c["replicate"][rows])
     m = c.m[rows] if c.m is not None else 1
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=o.fp8, bytes_per_param=bpp,

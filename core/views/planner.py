@@ -45,11 +45,11 @@ EXPORT_KINDS = ("deepspeed", "megatron", "fsdp")
 TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
 CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 CSV_ROWS = 100_000  # candidates in the page's CSV download (~60 MB of CSV; its snapshot in the view ~5 MB)
-KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "micro_batch_size", "m", "schedule", "v", "zero_stage", "recompute",
-        "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes", "headroom_bytes",
-        "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu", "tp_ratio", *COLUMN.values(), "tf",
-        "tb", "tw",
-        "first_stage_factor", "last_stage_factor", "feasible", "reasons", "warnings", "frameworks",
+KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_size", "m", "schedule", "v", "zero_stage",
+        "recompute", "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes",
+        "headroom_bytes", "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu", "tp_ratio",
+        *COLUMN.values(), "tf", "tb", "tw", "first_stage_factor", "last_stage_factor", "feasible", "reasons",
+        "warnings", "frameworks",
         "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard", "memory_accounting",
         "allocated_bytes", "reserve_bytes", "outside_bytes")
 
@@ -221,12 +221,14 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
 
 
 def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
-    """The ZeRO page's keys for one candidate: N_d = d x cp (the dense weights' ZeRO group), ZeRO stage, t x p,
+    """The ZeRO page's keys for one candidate: N_d = d x cp (the dense weights' ZeRO group; one replica's share of it
+    under hybrid sharding, whose other copies hold the same bytes), ZeRO stage, t x p,
     offload, ZeRO-3's resharding, experts over ep x etp, the micro-batch size, sequence parallelism, recompute, the
     schedule (its m and v give the micro-batches in flight) and cp: every input that changes the row's memory, so
     the page shows the row's bytes per GPU with the same parts (core.memory.per_gpu on both sides)."""
     t, etp = int(row["t"]), int(row["etp"])
-    return base | {"nd": int(row["d"]) * int(row["cp"]), "stage": str(int(row["zero_stage"])), "t": t,
+    nd = int(row["d"]) * int(row["cp"]) // max(int(row.get("replicate", 1)), 1)
+    return base | {"nd": nd, "stage": str(int(row["zero_stage"])), "t": t,
                    "p": int(row["p"]), "offload": row["offload"], "mb": int(row["micro_batch_size"]),
                    "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
                    "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"]),
