@@ -2,7 +2,7 @@
 
 Imports run one way (tests/test_architecture.py checks it):
 
-    params -> model | frameworks -> pipeline | memory -> cost -> planner -> views | configs -> cli
+    params -> model | frameworks -> pipeline | memory -> cost -> planner -> configs -> views -> cli
 
 The top level holds only what every package shares: errors, units, input validation, the process runtime.
 """

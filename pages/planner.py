@@ -2,8 +2,8 @@
 loses, the recommendation in plain words, and configs to paste. Inputs -> core.views.planner (cached in
 ui.planner.cache) -> figures.
 
-The body reads top to bottom: headline (numbers first) -> inputs -> summary and recommendation -> chart and
-table -> exports.
+The body reads top to bottom: headline (numbers first) -> inputs -> check a run you have (a pasted config) ->
+summary and recommendation -> chart and table -> exports.
 """
 
 import streamlit as st
@@ -24,6 +24,7 @@ from core.units import fmt_bytes
 from core.views.fallback import settled
 from ui.planner import cache as cp
 from ui.planner import figures as fp
+from ui.planner.check import check_section
 from ui.planner.exports import exports_section
 from ui.planner.recommendation import summary
 from ui.shared.layout import first_paint, is_presentation, page_header
@@ -116,6 +117,7 @@ def body() -> None:
     copy_link_box(v, SPECS, "planner")  # early: a link copied while the page reruns is already this view's
     first_paint()
     inputs(v, view)
+    check_section()  # a config pasted or uploaded: its row, and links that open it here
     confirm(peeked, v)  # the numbers above came from peeked values: rerun once if a widget disagreed
     if view is None:
         st.stop()

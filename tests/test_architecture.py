@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 BASICS = {"errors", "units", "validate", "runtime"}
 # Rank of each package; a module may import its own package, the basics and any package of lower rank.
-RANK = {"params": 1, "model": 2, "frameworks": 2, "pipeline": 3, "memory": 3, "cost": 4, "planner": 5, "views": 6,
-        "configs": 6, "cli": 7}
+RANK = {"params": 1, "model": 2, "frameworks": 2, "pipeline": 3, "memory": 3, "cost": 4, "planner": 5, "configs": 6,
+        "views": 7, "cli": 8}
 
 
 def module_name(path: Path) -> str:
@@ -56,7 +56,7 @@ def layer(module: str) -> tuple[str, int]:
     if head in BASICS:
         return head, 0
     if head == "__main__":
-        return head, 8
+        return head, max(RANK.values()) + 1
     return head, RANK[head]
 
 

@@ -14,7 +14,6 @@ bubble), then every field of the file: read, no effect, unsupported, and what wa
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from core.cli import spec_args
@@ -26,7 +25,7 @@ from core.configs.formats import KINDS as FORMATS
 from core.configs.formats import MAX_BYTES
 from core.errors import InputError
 from core.params.planner import BUDGET, GPU_FLAGS, PLAN, TRAIN_FLAGS
-from core.units import GB
+from core.views.config_check import summary_lines
 
 GIVEN = {"gpus": "--gpus", "gpu": "--gpu", "gpu_mem": GPU_FLAGS["gpu_mem"], "batch": TRAIN_FLAGS["batch"],
          "seq": "--seq", "model": "--model"}
@@ -89,40 +88,8 @@ def as_json(done: checker.Checked) -> dict:
 
 
 def as_text(done: checker.Checked) -> str:
-    res, row, reading = done.result, done.row, done.reading
-    m, g = res.model, res.gpu
-    lines = [f"Checked {reading.source} ({reading.kind}): {m.name} on {res.params.gpus:,} x {g.name}, global batch "
-             f"{res.params.batch:,} x {m.seq:,} tokens."]
-    if row is None:
-        lines.append(res.why_empty())
-    else:
-        sched = row["schedule"] + (f" v={row['v']}" if row["v"] > 1 else "")
-        lines.append(f"Layout: t={row['t']} p={row['p']} d={row['d']} cp={row['cp']} ep={row['ep']}, "
-                     f"{sched if row['p'] > 1 else 'no pipeline'}, micro-batch {row['micro_batch_size']} x "
-                     f"{row['m']} per step, ZeRO-{row['zero_stage']}, recompute {row['recompute']}, SP "
-                     f"{'on' if row['sequence_parallel'] else 'off'}, offload {row['offload']}.")
-        parts = ", ".join(f"{name} {row[col] / GB:,.1f}" for name, col in (
-            ("model states", "states_on_gpu_bytes"), ("activations", "activation_bytes"),
-            ("ZeRO-3 working", "zero3_working_bytes"), ("buffers", "buffer_bytes"),
-            ("allocator reserve", "reserve_bytes"),
-            ("outside PyTorch", "outside_bytes")) if row[col] and row[col] == row[col])
-        if math.isfinite(row["memory_bytes"]):
-            fits = "fits" if row["fits"] else "does NOT fit"
-            lines.append(f"Memory per GPU: {row['memory_bytes'] / GB:,.1f} GB ({row['memory_accounting']} "
-                         f"accounting; {parts}) of {row['usable_bytes'] / GB:,.1f} GB usable: {fits}.")
-        else:
-            lines.append(f"Memory per GPU: does NOT fit in {row['usable_bytes'] / GB:,.1f} GB usable "
-                         f"({row['memory_accounting']} accounting; {parts}).")
-        if row["reasons"]:
-            lines.append("Why not feasible: " + "; ".join(row["reasons"]))
-        if math.isfinite(row["step_time_s"]):
-            lines.append(f"Step time {row['step_time_s']:,.2f} s, {row['tokens_per_s']:,.0f} tokens/s, MFU "
-                         f"{100 * row['mfu']:.1f} %, bubble {100 * row['bubble_fraction']:.1f} % (idle share of "
-                         "the timeline).")
-        refusals = done.refusals()
-        if reading.framework:
-            lines.append(f"{reading.framework} runs this layout: " + ("yes." if not refusals else
-                                                                      "no: " + "; ".join(refusals)))
+    reading = done.reading
+    lines = summary_lines(done)
     counts = reading.counts()
     for kind in KINDS:
         entries = [e for e in reading.entries if e.kind == kind]

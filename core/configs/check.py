@@ -29,7 +29,7 @@ from core.planner import plan as planner
 from core.planner.frameworks import Setting
 
 PINNED = ("fix_t", "fix_p", "fix_cp", "fix_ep", "zero", "schedule", "v", "mb_sizes", "recompute", "sp", "offload",
-          "reshard", "tp_comm_overlap")
+          "reshard", "tp_comm_overlap", "fix_replicate")
 FIX_FLAGS = {key: typed for typed, key in FIX_KEYS.items()}  # planner input -> its `plan --fix` key
 
 
@@ -55,13 +55,16 @@ class Checked:
             t=int(row["t"]), p=int(row["p"]), zero=int(row["zero_stage"]), schedule=str(row["schedule"]),
             sp=bool(row["sequence_parallel"]), recompute=str(row["recompute"]), offload=str(row["offload"]),
             cp=int(row["cp"]), ep=int(row["ep"]), fp8=self.result.precision == "fp8",
-            moe=m.moe is not None or m.mla is not None), export=False)
+            moe=m.moe is not None or m.mla is not None, replicate=int(row["replicate"])), export=False)
+
+    def better_inputs(self) -> dict[str, str]:
+        """The planner inputs that search around this run: the model, GPUs, batch and switches kept, the layout
+        free (PLAN key -> text)."""
+        return {k: v for k, v in self.reading.raw.items() if k not in PINNED and k not in ("fix_d", "fix_etp")}
 
     def better(self) -> str:
-        """The `plan` command that searches around this run: the model, GPUs, batch and switches kept, the layout
-        free."""
-        raw = {k: v for k, v in self.reading.raw.items() if k not in PINNED and k not in ("fix_d", "fix_etp")}
-        return command(raw, self.reading.framework)
+        """`better_inputs` as a `plan` command."""
+        return command(self.better_inputs(), self.reading.framework)
 
 
 def check(texts: list[tuple[str, str]], overrides: dict[str, str] | None = None, kind: str = "auto",
