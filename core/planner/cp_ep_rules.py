@@ -49,7 +49,7 @@ def violations(model, t, d, cp, ep, etp, replicate=1) -> list[Rule]:
         add("ep_ranks", (t * d * cp) % (ep * etp) != 0,
             lambda i: f"ep x expert-tp = {at(ep, i) * at(etp, i)} does not divide t x d x cp = "
                       f"{at(t, i) * at(d, i) * at(cp, i)} (Megatron regroups a stage's ranks for the experts)")
-        add("ep_replica", ((d * cp) % r == 0) & ((t * (d * cp // r)) % (ep * etp) != 0),
+        add("ep_replica", (r > 1) & ((d * cp) % r == 0) & ((t * (d * cp // r)) % (ep * etp) != 0),
             lambda i: f"ep x expert-tp = {at(ep, i) * at(etp, i)} does not divide one replica's t x d x cp / "
                       f"replicate = {at(t, i) * at(d, i) * at(cp, i) // at(r, i)} ranks (hybrid sharding keeps every "
                       "expert within each copy)")
