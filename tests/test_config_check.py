@@ -12,6 +12,7 @@ from core.cli import main
 from core.cli import plan as plan_cli
 from core.configs.check import check
 from core.errors import InputError
+from core.model import presets
 
 DATA = Path(__file__).parent / "data" / "configs"
 CONFIGS = sorted(p for p in DATA.iterdir() if p.suffix in (".sh", ".toml", ".json", ".yaml"))
@@ -177,3 +178,17 @@ def test_the_command_line_exits_2_with_one_line(tmp_path, capsys):
     assert main(["check", str(DATA / "torchtitan_llama3_8b.toml"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["row"]["t"] == 1 and out["counts"]["read"] > 5 and out["typed"].startswith("python -m core plan")
+
+
+def test_a_presets_block_at_another_depth_reads_as_the_preset_with_depth():
+    # Megatron-LM's Llama 3 8B arguments at 4 layers (a proxy run): the preset stacked 4 times, typed as --depth 4
+    cmd = ("torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 4 "
+           "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
+           "--num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 --swiglu "
+           "--untie-embeddings-and-output-weights --normalization RMSNorm --disable-bias-linear "
+           "--position-embedding-type rope --micro-batch-size 1 --global-batch-size 32 --bf16 --vocab-size 128256")
+    done = check([("train.sh", cmd)], {"gpu": "h100-80gb"})
+    assert (done.reading.raw["model"], done.reading.raw["depth"]) == ("llama3-8b", "4")
+    assert done.result.model.name == "Llama 3 8B at 4 layers" and done.result.model.layers == 4
+    assert "--depth 4" in done.typed
+    assert done.result.model.params == pytest.approx(presets.model("llama3-8b").with_layers(4).params)

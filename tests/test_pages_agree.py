@@ -47,6 +47,7 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     # hybrid sharding: ZeRO within 8 of the 32 data-parallel ranks, 4 copies (the ZeRO page opens at N_d = 8)
     "llama3-70b-hsdp": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_replicate=4,
                                      framework="torch", mb_sizes=(1, 2)),
+    "llama3-70b-8-layers": PlannerParams(model="llama3-70b", depth=8, gpus=8, batch=16, mb_sizes=(1,)),
     "mixtral-hsdp": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, fix_replicate=2, fix_ep=8, zero="3",
                                   framework="torch", mb_sizes=(1,)),
 }

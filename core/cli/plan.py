@@ -96,6 +96,8 @@ def params_from(args: argparse.Namespace) -> PlannerParams:
     """The CLI's arguments as a PlannerParams (InputError for a bad or contradictory value)."""
     raw = {k: getattr(args, k) for k in PLAN if getattr(args, k, None) is not None}
     arch = [ARCH_FLAGS[k] for k in ARCH_FLAGS if k in raw] + (["--tied"] if args.tied else [])
+    if arch == ["--layers"] and raw.get("model", "custom") != "custom" and "depth" not in raw:
+        raw["depth"], arch = raw.pop("layers"), []  # a preset at another depth (a framework's few-layer proxy)
     if arch:
         if raw.get("model", "custom") != "custom":
             raise InputError(f"give --model or a custom architecture ({', '.join(arch)}), not both")

@@ -1,7 +1,8 @@
 """A model read from a config, as planner inputs: a preset when the architecture is one, else a custom model.
 
 A file that spells out Llama 3 8B's shape gets the preset (its published parameter count and notes), so the row
-is the one a user who picked the preset sees; any other shape is a custom model with the fields the file gave.
+is the one a user who picked the preset sees; a preset's block at another depth (a few-layer proxy) gets the preset
+with `depth`; any other shape is a custom model with the fields the file gave.
 """
 
 from __future__ import annotations
@@ -31,11 +32,26 @@ def settle(reading: Reading, arch: dict[str, object]) -> None:
                          f"model = {key}: the file's architecture is this preset's exactly, so its published "
                          "parameter count and notes apply")
             return
+    for key, preset in presets._models().items():  # a preset's block at another depth: a few-layer proxy
+        if built.layers != preset.layers and _same(built, _deeper(preset, built.layers)):
+            reading.read("(architecture)", f"{key} at {built.layers} layers", {"model": key, "depth": built.layers},
+                         f"model = {key} with depth = {built.layers}: the preset's block, stacked "
+                         f"{built.layers} times instead of {preset.layers}")
+            return
     reading.raw["model"] = "custom"
     reading.raw.update(raw)
 
 
-def _same(a: presets.ModelConfig, b: presets.ModelConfig) -> bool:
+def _deeper(preset: presets.ModelConfig, layers: int) -> presets.ModelConfig | None:
+    try:
+        return preset.with_layers(layers)
+    except InputError:  # fewer layers than its first dense ones
+        return None
+
+
+def _same(a: presets.ModelConfig, b: presets.ModelConfig | None) -> bool:
+    if b is None:
+        return False
     if any(getattr(a, k) != getattr(b, k) for k in _COMPARED):
         return False
     if (a.kv_channels or a.hidden // a.heads) != (b.kv_channels or b.hidden // b.heads):

@@ -248,6 +248,15 @@ class ModelConfig:
         """Every published layout of this model: the main run first, then others (e.g. long-context stages)."""
         return ((self.layout,) if self.layout else ()) + tuple(self.other_layouts)
 
+    def with_layers(self, layers: int) -> ModelConfig:
+        """The same block stacked `layers` times (a framework's few-layer proxy of a published model): the published
+        counts and layouts describe the full depth, so they are dropped."""
+        layers = MODEL["layers"].parse(layers)
+        if layers == self.layers:
+            return self
+        return replace(self, layers=layers, name=f"{self.name} at {layers} layers", params_published=None,
+                       params_active_published=None, layout=None, other_layouts=())
+
     def with_seq(self, seq: int) -> ModelConfig:
         """The same architecture trained at another sequence length (a learned position table grows with it)."""
         seq = MODEL["seq"].parse(seq)

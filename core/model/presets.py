@@ -141,16 +141,17 @@ def custom_family(mlp: str) -> dict:
 
 
 def chosen_model(key: str, custom: Mapping[str, Any] | None = None, seq: int = 0,
-                 flash: bool | None = None) -> ModelConfig:
+                 flash: bool | None = None, depth: int = 0) -> ModelConfig:
     """The model a planner question names: a preset by key, or with key "custom" the fields in `custom` (keyed as
     MODEL). seq > 0 trains either at that length (a preset's other fields stay as published); 0 keeps the preset's
     own length, or MODEL's default for a custom model. flash: the attention kernel (None keeps the preset's, or
-    the custom fields' `flash`)."""
+    the custom fields' `flash`). depth > 0: a preset stacked that many layers (a custom model's `layers` says it)."""
     if key == "custom":
         fields_ = {**dict(custom or {}), "seq": seq or MODEL["seq"].default}
         return custom_model(fields_ if flash is None else {**fields_, "flash": flash})
     chosen = model(key)
     chosen = chosen.with_seq(seq) if seq else chosen
+    chosen = chosen.with_layers(depth) if depth else chosen
     return chosen if flash is None or flash == chosen.flash_attention else replace(chosen, flash_attention=flash)
 
 

@@ -41,7 +41,7 @@ _custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vo
                  "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "mtp_layers",
                  "kv_lora_rank", "q_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
-_any_model = ("flash", "dropout")
+_any_model = ("depth", "flash", "dropout")
 FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
              help="Fused attention kernel: no s x s scores in memory or traffic, causal blocks only (changes step "
                   "time and activations). auto = the preset's own (Llama 3, Mixtral, DeepSeek-V3: on), off for a "
@@ -50,6 +50,12 @@ DROPOUT = Spec("dropout", "choice", "auto", choices=("auto", "true", "false"), l
                help="Hidden and attention dropout with p > 0, whose one-byte masks the backward keeps (p = 0 keeps "
                     "none: PyTorch's dropout returns its input). auto = the model's own (GPT-style blocks: on, as "
                     "Megatron-LM's default 0.1; Llama-style and the Llama, Mixtral, Qwen and DeepSeek presets: off).")
+
+DEPTH = Spec("depth", "int", 0, 0, MODEL["layers"].hi, label="Layers of the preset",
+             help="0 = the preset's own; a number stacks the preset's block that many times (the few-layer proxies "
+                  "frameworks test and benchmark with, e.g. Llama 3 70B at 8 layers; a mixture-of-experts preset "
+                  "keeps its first dense layers). Its published parameter count and layouts no longer apply. "
+                  "The command line's --layers with a preset sets it.")
 
 # The planner's sequence length serves presets and custom models alike: 0 keeps the preset's own length
 # (MODEL["seq"]'s default for a custom model), a number trains either at that length.
@@ -317,6 +323,7 @@ PLAN = table(
     ZERO["optimizer"],
     ZERO["k"],
     *(AUTO_HEADS.get(k, MODEL[k]) for k in _custom_model),
+    DEPTH,
     FLASH,
     DROPOUT,
     *GPU_OVERRIDES.values(),
@@ -390,6 +397,7 @@ class PlannerParams:
     mlp: str = PLAN["mlp"].default
     tied: bool = PLAN["tied"].default
     parallel: bool = PLAN["parallel"].default
+    depth: int = PLAN["depth"].default
     flash: str = PLAN["flash"].default
     dropout: str = PLAN["dropout"].default
     gpu_mem: float = PLAN["gpu_mem"].default
@@ -516,7 +524,7 @@ ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "k
               "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel",
               "mtp_layers": "--mtp-layers", "kv_lora_rank": "--kv-lora-rank", "q_lora_rank": "--q-lora-rank",
               "qk_head_dim": "--qk-head-dim", "qk_rope_dim": "--qk-rope-dim", "v_head_dim": "--v-head-dim"}
-ANY_MODEL_FLAGS = {"flash": "--flash", "dropout": "--dropout"}  # a preset takes these too
+ANY_MODEL_FLAGS = {"depth": "--depth", "flash": "--flash", "dropout": "--dropout"}  # a preset takes these too
 GPU_FLAGS = {"gpu_mem": "--gpu-mem", "gpu_tflops": "--gpu-tflops", "gpu_tflops_fp8": "--gpu-tflops-fp8",
              "gpn": "--gpus-per-node", "intra_bw": "--intra-bw", "inter_bw": "--inter-bw", "gpu_bw": "--gpu-bw",
              "gpu_sms": "--gpu-sms", "calibration": "--calibration"}

@@ -25,7 +25,7 @@ __all__ = ["OFFLOAD_MODES", "degrees", "excluded", "resolve", "tp_allowed"]
 def resolve(q: PlannerParams) -> tuple[presets.ModelConfig, presets.GpuSpec, str]:
     """The model, the GPU and the precision a parameter set names (presets, or the custom fields)."""
     flash = None if q.flash == "auto" else q.flash == "true"
-    model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq, flash)
+    model = presets.chosen_model(q.model, {k: getattr(q, k) for k in MODEL_KEYS}, q.seq, flash, q.depth)
     if q.dropout != "auto" and (q.dropout == "true") != model.dropout:
         model = replace(model, dropout=q.dropout == "true")
     gpu = presets.chosen_gpu(q.gpu, {k: getattr(q, k) for k in GPU_KEYS if k != "calibration"}, q.calibration)

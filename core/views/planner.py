@@ -196,11 +196,11 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
         base["ends_in_split"] = True
     if result.assumptions.cp_comm != "p2p":  # the whole sequence's K/V gathered: its buffers
         base["cp_comm"] = result.assumptions.cp_comm
-    if q.model == "custom":
+    if q.model == "custom" or q.depth:  # a preset at another depth opens as the custom model it is
         mem = ModelMemory.of(m)
-        base |= {"params": round(m.params), "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
-                 "layers": m.layers, "ffn": m.ffn, "mlp": m.mlp, "vocab": m.vocab, "tied": m.tied,
-                 "flash": m.flash_attention,
+        base |= {"model": "custom", "params": round(m.params), "hidden": m.hidden, "heads": m.heads,
+                 "kv_heads": m.kv_heads, "layers": m.layers, "ffn": m.ffn, "mlp": m.mlp, "vocab": m.vocab,
+                 "tied": m.tied, "flash": m.flash_attention,
                  "block_params": round(mem.layer_params), "largest_layer": round(mem.largest_module), "seq": m.seq}
         if m.decoupled_heads:
             base["head_dim"] = m.head_dim
