@@ -15,7 +15,7 @@ from core.errors import InputError
 from core.model import presets
 
 DATA = Path(__file__).parent / "data" / "configs"
-CONFIGS = sorted(p for p in DATA.iterdir() if p.suffix in (".sh", ".toml", ".json", ".yaml"))
+CONFIGS = sorted(p for p in DATA.iterdir() if p.suffix in (".sh", ".toml", ".json", ".yaml", ".py"))
 
 
 def checked(*names, **overrides):
@@ -105,6 +105,30 @@ def test_megatron_fsdp_deepseek_v3_is_the_preset_with_zero3_and_its_expert_layou
     assert "--moe-layer-freq" not in unsupported  # ([0]*3+[1]*58) read as three dense layers
 
 
+def test_nemo2_recipes_read_from_their_syntax_tree():
+    small = checked("nemo2_recipe_llama3_8b.py").row
+    assert (small["t"], small["p"], small["cp"], small["d"], small["zero_stage"], small["sequence_parallel"]) == \
+        (1, 1, 2, 4, 1, False)
+    big = checked("nemo2_recipe_llama3_70b.py")
+    row = big.row
+    assert (row["t"], row["p"], row["cp"], row["d"], row["schedule"], row["v"], row["sequence_parallel"]) == \
+        (4, 4, 2, 1, "interleaved", 5, True)
+    assert (big.result.model.name, big.result.params.gpus, big.result.params.batch, big.result.model.seq) == \
+        ("Llama 3 70B", 32, 512, 8192)
+    assumed = {e.name: e.meaning for e in big.reading.entries if e.kind == "assumed"}
+    assert "fewer than t x p x cp = 32" in assumed["gpus"]  # pretrain_recipe's 1 x 8 cannot hold its own layout
+    import ast
+    tree = ast.parse((DATA / "nemo2_recipe_llama3_70b.py").read_text())
+    trainer = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "trainer")
+    said = " | ".join(e.name for e in big.reading.entries)
+    for call in (n for n in ast.walk(trainer) if isinstance(n, ast.Call) and n.keywords):
+        for kw in call.keywords:  # every keyword of MegatronStrategy, its DDP config and the Trainer is accounted
+            assert kw.arg in said or kw.arg in ("devices", "num_nodes", "plugins", "strategy", "ddp"), kw.arg
+    with pytest.raises(InputError, match="not one the checker maps to a preset"):
+        check([("r.py", "def trainer():\n    pass\ndef pretrain_recipe():\n    pass\n"
+                        "def model():\n    return run.Config(Nemotron4Config340B)\n")])
+
+
 def test_nemo_launcher_yaml_resolves_interpolations_and_reads_the_interleaved_layout():
     done = checked("nemo_launcher_gpt3_175b.yaml")
     q, row = done.params, done.row
@@ -192,3 +216,17 @@ def test_a_presets_block_at_another_depth_reads_as_the_preset_with_depth():
     assert done.result.model.name == "Llama 3 8B at 4 layers" and done.result.model.layers == 4
     assert "--depth 4" in done.typed
     assert done.result.model.params == pytest.approx(presets.model("llama3-8b").with_layers(4).params)
+
+
+@pytest.mark.parametrize("text", [
+    "def pretrain_recipe():\n    pass\nx = " + "-" * 200_000 + "1\n",  # CPython's parser gives up: MemoryError
+    "def pretrain_recipe():\n    pass\n" + "x = 1\n" * 25_000,
+    "def trainer():\n    pass\ndef pretrain_recipe():\n    pass\n" + "x = [" + "1, " * 110_000 + "]\n",
+    "import deepspeed\ndeepspeed.initialize\nx = " + "(" * 300 + ")" * 300 + "\n",
+], ids=["deep-unary", "many-lines", "wide-literal", "deep-parens"])
+def test_hostile_python_gets_one_line_quickly(text):
+    start = time.perf_counter()
+    with pytest.raises(InputError) as err:
+        check([("recipe.py", text)])
+    assert time.perf_counter() - start < 2.0
+    assert "\n" not in str(err.value) and str(err.value).startswith("recipe.py: ")

@@ -8,6 +8,7 @@ for planner inputs the file does not give, assumed (with the default taken and w
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 
@@ -15,6 +16,8 @@ from core.errors import InputError
 
 KINDS = ("read", "no effect", "unsupported", "assumed")
 MAX_FIELDS = 4000  # a config with more fields than this is not a training config (bounded work and output)
+MAX_PY_LINES = 20_000  # Python read as a syntax tree: a NeMo recipe is ~400 lines and ~15 KB, the planner's script
+MAX_PY_BYTES = 300_000  # ~30 KB; parsing 300 KB of dense literals takes ~0.3 s here, 800 KB ~4 s (not linear)
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,17 @@ def json_object(text: str, source: str) -> dict:
     if not isinstance(data, dict):
         raise InputError(f"{source}: a JSON config must be an object")
     return dict(data)
+
+
+def python_tree(text: str, source: str) -> ast.Module:
+    """Python's syntax tree of a file (never run), or one line saying why there is none: too long, not Python, or
+    nested past what the parser holds (CPython raises MemoryError or RecursionError there, not SyntaxError)."""
+    if text.count("\n") > MAX_PY_LINES or len(text) > MAX_PY_BYTES:
+        raise InputError(f"{source}: more than {MAX_PY_LINES:,} lines or {MAX_PY_BYTES // 1000:,} KB of Python; not "
+                         "a training recipe or script")
+    try:
+        return ast.parse(text)
+    except SyntaxError as exc:
+        raise InputError(f"{source}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    except (MemoryError, RecursionError, ValueError):
+        raise InputError(f"{source}: nested too deeply (or a null byte) for a Python file") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from core.configs.account import Reading, json_object
+from core.configs.account import Reading, json_object, python_tree
 from core.errors import InputError
 
 DEFAULT_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size / allgather_bucket_size default (elements)
@@ -186,10 +186,7 @@ def _recompute(data: dict, r: Reading) -> None:
 def read_setup(text: str, source: str = "setup.py") -> Reading:
     """DeepSpeed pipeline setup code: PipeModelDataParallelTopology(num_pp, num_mp, num_dp) and
     PipelineModule(activation_checkpoint_interval=...), read from the syntax tree."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise InputError(f"{source}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    tree = python_tree(text, source)
     r = Reading("deepspeed", "deepspeed", source=source)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

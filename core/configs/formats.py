@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import tomllib
 
-from core.configs import deepspeed_json, hf_config, megatron_args, nemo_yaml, torch_script, torchtitan_toml
+from core.configs import (
+    deepspeed_json,
+    hf_config,
+    megatron_args,
+    nemo2_recipe,
+    nemo_yaml,
+    torch_script,
+    torchtitan_toml,
+)
 from core.configs.account import Reading, json_object
 from core.errors import InputError
 
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
 MAX_FILES = 4
-KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "torch-script")
+KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "nemo2",
+         "torch-script")
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto") -> Reading:
@@ -50,9 +59,8 @@ def detect(name: str, text: str) -> str:
     if low.endswith((".yaml", ".yml")):
         return "nemo"
     if low.endswith(".py") or "import " in text and "def " in text:
-        if "run.Partial" in text or "nemo.collections" in text or "recipe" in text:
-            raise InputError(f"{name}: a NeMo 2 recipe is Python that builds its config when run; the checker does "
-                             "not read it yet (give the run's Megatron-LM flags, or the NeMo 1 YAML)")
+        if "run.Partial" in text or "nemo.collections" in text or "def pretrain_recipe" in text:
+            return "nemo2"
         if "PipeModelDataParallelTopology" in text or "deepspeed.initialize" in text:
             return "deepspeed-setup"
         return "torch-script"
@@ -72,7 +80,8 @@ def detect(name: str, text: str) -> str:
 def _read_one(name: str, text: str, kind: str) -> Reading:
     kind = detect(name, text) if kind == "auto" else kind
     reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
-              "huggingface": hf_config.read, "nemo": nemo_yaml.read, "deepspeed-setup": deepspeed_json.read_setup,
+              "huggingface": hf_config.read, "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read,
+              "deepspeed-setup": deepspeed_json.read_setup,
               "torch-script": torch_script.read}[kind]
     try:
         return reader(text, name)

@@ -85,9 +85,10 @@ def read(text: str, source: str = "megatron") -> Reading:
     return r
 
 
-def apply(flags: dict[str, str], r: Reading) -> None:
-    """Megatron-LM arguments (name without dashes -> value, "true" for a switch) into `r`, every one accounted."""
-    arch = _model(flags, r)
+def apply(flags: dict[str, str], r: Reading, preset=None) -> None:
+    """Megatron-LM arguments (name without dashes -> value, "true" for a switch) into `r`, every one accounted;
+    `preset` (a ModelConfig): the model is that preset, already read (a NeMo 2 recipe names it by class)."""
+    arch = {"layers": preset.layers} if preset is not None else _model(flags, r)
     _layout(flags, arch, r)
     _training(flags, r)
     for flag, value in flags.items():
@@ -398,7 +399,10 @@ def _training(flags: dict[str, str], r: Reading) -> None:
     if _pop(flags, "cross-entropy-loss-fusion") == "true":
         r.read("--cross-entropy-loss-fusion", "true", {"loss": "fused"})
     overlap = _pop(flags, "overlap-grad-reduce") == "true"
-    flags.pop("overlap-param-gather", None)
+    gather = flags.pop("overlap-param-gather", None)
+    if gather is not None:
+        r.no_effect("--overlap-param-gather", gather, "the parameter all-gather behind the next forward: timed with "
+                    "the gradient reduction's overlap (param_sync_ahead)")
     if overlap:
         r.read("--overlap-grad-reduce", "true", {}, "gradient reduction overlaps the backward (dp_overlap as "
                                                    "calibrated)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from core.configs.account import Reading
+from core.configs.account import Reading, python_tree
 from core.configs.model import settle
 from core.errors import InputError
 
@@ -19,10 +19,7 @@ NO_EFFECT = ("ROPE_THETA", "RMSNORM", "BIAS", "EMBED_NORM", "POSITION", "LR", "T
 
 def constants(text: str, source: str) -> dict[str, object]:
     """Top-level NAME = literal (and NAME, NAME = literal, literal) assignments; torch.bfloat16 as its name."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise InputError(f"{source}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    tree = python_tree(text, source)
     out: dict[str, object] = {}
     for node in tree.body:
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
