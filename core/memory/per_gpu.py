@@ -395,7 +395,8 @@ def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool
     keep = ~np.asarray(lay.reshard, dtype=bool) & (not resharded)
     params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
     if cfg.accounting == "torch":
-        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, lay.shard_group())
+        dp_shard = np.maximum(np.asarray(lay.d) // np.maximum(np.asarray(lay.replicate), 1), 1)  # without cp
+        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, dp_shard)
         layer = np.broadcast_to(layer, psi_rank.shape)
         blocks = np.minimum(np.ceil(m.layers / p), np.maximum(np.floor(psi_rank / np.maximum(layer, 1.0)), 1.0))
         root = np.maximum(psi_rank - blocks * layer, 0.0)
