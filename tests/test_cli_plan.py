@@ -174,7 +174,9 @@ def test_custom_model_and_gpu(capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["--gpus", "0"], "gpus: '0' is out of range"),
-    (["--layers", "12"], "give --model or a custom architecture"),
+    (["--hidden", "1024"], "give --model or a custom architecture (--hidden)"),
+    (["--layers", "12", "--heads", "16"], "give --model or a custom architecture (--layers, --heads)"),
+    (["--layers", "2000"], "depth: '2000' is out of range"),
     (["--framework", "jax"], "framework: 'jax' is not allowed"),
     (["--min-headroom", "-1"], "min_headroom: '-1' is out of range"),
     (["--fix", "q=1"], "--fix: 'q=1' is not KEY=VALUE"),
@@ -198,3 +200,18 @@ def test_nothing_feasible_is_explained_not_a_crash(capsys):
     code, out, err = plan(capsys, "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "13", "--global-batch",
                           "512", "--export", "megatron")
     assert code == 2 and "no feasible candidate to export" in err
+
+
+def test_layers_with_a_preset_plans_the_preset_at_that_depth(capsys):
+    # Llama 3 70B's block stacked 8 times (a framework's proxy run): 8 / 80 of its layers, the same embeddings
+    code, out, err = plan(capsys, *LLAMA70[:2], "--layers", "8", "--gpus", "8", "--global-batch", "16", "--json",
+                          "--top", "1")
+    assert code == 0, err
+    from core.model import presets
+    from core.model.counts import model_params
+    full, proxy = presets.model("llama3-70b"), presets.model("llama3-70b").with_layers(8)
+    assert proxy.name == "Llama 3 70B at 8 layers" and proxy.params_published is None
+    # a Llama 3 70B layer: q and o 8192^2, k and v 8192 x 1024, SwiGLU 3 x 8192 x 28672, two RMSNorm weights
+    layer = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+    assert model_params(full) - model_params(proxy) == 72 * layer == 72 * 855_654_400
+    assert json.loads(out)[0]["fits"]

@@ -1,7 +1,7 @@
 """A schedule is one record (issue 25): its registry entry in core/pipeline/schedules/ is the only place that names it.
 
 - Outside the registry at most 2 modules of the application (core/, ui/, pages/, app.py) spell more than 2 schedule
-  names (core/planner/frameworks.py's capability table may: it states what each framework runs, with sources).
+  names (a framework's capability table in core/frameworks/ may: it states what that framework runs, with sources).
 - A toy schedule registered in ONE place (the `toy` fixture) is a choice of the CLI, of the Pipeline page and of the
   planner at once, with the numbers its order gives.
 - Every entry tells the truth about the Schedule its generator builds.
@@ -53,7 +53,7 @@ def test_at_most_two_modules_outside_the_registry_name_more_than_two_schedules()
     naming = {str(p.relative_to(ROOT)): sorted(found) for p in modules() if REGISTRY_DIR not in p.parents
               and len(found := named_schedules(p)) > 2}
     assert len(naming) <= MAX_NAMING_MODULES, naming
-    assert "core/planner/frameworks.py" in naming  # the capability table: the counter does count
+    assert "core/frameworks/pytorch.py" in naming  # PyTorch's capability table: the counter does count
 
 
 def test_the_counter_counts_string_constants_only(tmp_path):
@@ -147,7 +147,7 @@ def test_a_plan_pinned_to_the_toy_holds_what_gpipe_holds_and_says_no_framework_r
     assert np.allclose(by_layout(got)[:, [0, 1, 2, 3, 4, 7]], by_layout(ref)[:, [0, 1, 2, 3, 4, 7]], equal_nan=True)
     assert got["step_time_s"].isna().all() and got["timing"].str.startswith("not timed: ").all()
     assert (got["timing"] == "not timed: no framework runs it").sum() >= 2
-    # The capability table (core/planner/frameworks.py) names what each framework runs: none runs the toy.
+    # The capability tables (core/frameworks/<framework>.py) name what each framework runs: none runs the toy.
     assert all(any(r.startswith("no framework runs it: Megatron-LM has no toy schedule") for r in reasons)
                for reasons in got["reasons"])
 

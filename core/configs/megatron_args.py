@@ -1,7 +1,7 @@
 """Megatron-LM / Megatron-Core launch scripts and command lines, read flag by flag into planner inputs.
 
 Flag names, meanings and defaults are Megatron-LM's megatron/training/arguments.py at the release the planner pins
-(core.planner.frameworks.MEGATRON_RELEASE): what a flag left out means is Megatron's default, said as "assumed".
+(core.frameworks.megatron.RELEASE): what a flag left out means is Megatron's default, said as "assumed".
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""Training frameworks as the memory model reads them: one module per framework, each saying how its code stores model
-states, what its transformer layer keeps for the backward, how it computes the loss and which buffers it holds, with
-the source of every rule; plus the textbook accounting (the ZeRO paper and Korthikanti et al.) the course teaches.
+"""Training frameworks, one module each: what it can run (CAPABILITY: schedules, ZeRO stages, parallelisms,
+recompute and offload, with where each rule is written) and how its code stores model states, what its transformer
+layer keeps for the backward, how it computes the loss and which buffers it holds (ACCOUNTING), every rule with its
+source; plus the textbook accounting (the ZeRO paper and Korthikanti et al.) the course teaches. Adding a framework
+is adding its module here (and its name to core.params.planner.FRAMEWORK_NAMES).
 
     accounting("megatron").states.grad  # 4.0: Megatron-LM keeps fp32 gradients under bf16
+    CAPABILITIES["torch"].hybrid  # (2, 3): FSDP2 shards within a group and replicates across groups
 
-May import: core.params and the top-level basics (plain data: core.memory interprets it).
+May import: core.params and the top-level basics (plain data: core.memory and core.planner interpret it).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.frameworks import deepspeed, megatron, pytorch, textbook
+from core.frameworks.capability import Framework
 from core.frameworks.records import Accounting, Loss
 from core.params.catalog import ASSETS, document
+from core.params.planner import FRAMEWORK_NAMES
 
 
 def _fitted(acc: Accounting) -> Accounting:
@@ -29,6 +34,8 @@ FRAMEWORKS = KEYS[1:]  # the planner's --framework names (core.params.planner.FR
 # Which accounting a row of an `any` plan is counted in: the first of these that runs it (Megatron-LM's, whose runs
 # the step time is calibrated on; PyTorch's, which runs every schedule and ZeRO stage with pipelining; DeepSpeed's).
 PREFERENCE = ("megatron", "torch", "deepspeed")
+CAPABILITIES: dict[str, Framework] = {m.CAPABILITY.key: m.CAPABILITY for m in (megatron, deepspeed, pytorch)}
+assert tuple(CAPABILITIES) == FRAMEWORK_NAMES
 
 
 def accounting(key: str) -> Accounting:

@@ -17,6 +17,7 @@ Read at DeepSpeed v0.16.0 (e5570b10), config defaults unchanged at v0.19.5 (cf44
 from __future__ import annotations
 
 from core.frameworks import pytorch
+from core.frameworks.capability import Framework
 from core.frameworks.records import Accounting, Buffers, Loss, StateBytes
 
 VERSION = "0.16.0"
@@ -43,3 +44,44 @@ ACCOUNTING = Accounting(
     key="deepspeed", label="DeepSpeed (ZeRO) with a Hugging Face model", version=VERSION, states=STATES,
     block=pytorch.hf_block, head=pytorch.eager_head, loss=LOSS, buffers=BUFFERS,
     selective="selective recompute is model code, not a DeepSpeed switch (counted as no recompute)")
+
+
+# What it runs (core.frameworks.capability), at the release the planner's export is checked against
+CAPABILITY_VERSION = "0.19.8"
+_DS = f"DeepSpeed {CAPABILITY_VERSION}"
+
+CAPABILITY = Framework(
+    "deepspeed", "DeepSpeed", CAPABILITY_VERSION,
+    home=__name__,
+    schedules=("1f1b",),
+    zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1), zero_with_tp=(0, 1, 2, 3),
+    sequence_parallel=False, recompute=("none", "full"), offload=("none", "optimizer", "optimizer+params"),
+    kv_replication=True,
+    sources={
+        "schedules": f"{_DS} deepspeed/runtime/pipe/schedule.py: PipelineEngine runs TrainSchedule, a 1F1B "
+                     "order; its DualPipeVSchedule keeps each weight gradient inside the backward (no deferred "
+                     "W), so it is not the dualpipev order simulated here",
+        "zero": f"{_DS} deepspeed/runtime/zero/config.py: zero_optimization.stage 0-3",
+        "zero_with_pipeline": f"{_DS} deepspeed/runtime/pipe/engine.py asserts 'ZeRO-2 and ZeRO-3 are "
+                              "incompatible with pipeline parallelism'",
+        "sequence_parallel": f"{_DS} has no Megatron-style sequence parallelism (its sequence_parallel_size is "
+                             "Ulysses: the sequence split over ranks with all-to-alls around attention)",
+        "recompute": f"{_DS}: activation_checkpointing / PipelineModule(activation_checkpoint_interval=...) "
+                     "checkpoint whole layers; selective recompute is model code, not a DeepSpeed switch",
+        "offload": f"{_DS} deepspeed/runtime/zero/config.py: offload_optimizer (stages 1-3), offload_param "
+                   "(stage 3)",
+        "zero_with_tp": f"{_DS} runtime/engine.py: AutoTP composes with ZeRO stages 0-3",
+        "kv_replication": f"{_DS} runtime/engine.py: AutoTP beyond the key/value head count only warns",
+        "context_parallel": f"{_DS} has no ring-attention context parallelism; its sequence_parallel_size is "
+                            "Ulysses (all-to-alls around attention, heads divided by the degree), a different "
+                            "scheme from the planner's cp",
+        "expert_parallel": f"{_DS}: expert parallelism is set in model code (deepspeed.moe.layer.MoE(ep_size=...)"
+                           "), not in the JSON config this export writes",
+        "fp8": f"{_DS}: the JSON config has no FP8 training switch (FP8 comes from Transformer Engine layers in "
+               "model code)",
+        "moe_blocks": f"{_DS}: the JSON config describes no model; MoE layers (deepspeed.moe.layer.MoE) live in "
+                      "your model code",
+        "hybrid": f"{_DS} deepspeed/runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: 'MiCS ZeRO-3 sharding has been "
+                  "removed' (mics_shard_size is rejected); ZeRO++'s zero_hpz_partition_size keeps a secondary "
+                  "copy of the parameters only, the optimizer state stays sharded over all data-parallel ranks",
+    }, moe_blocks=True)

@@ -31,6 +31,7 @@ Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Tra
 
 from __future__ import annotations
 
+from core.frameworks.capability import Framework
 from core.frameworks.records import (
     FULL_ONLY,
     NONE_ONLY,
@@ -174,3 +175,56 @@ ACCOUNTING = Accounting(
     block=block, head=head, loss=LOSS, buffers=BUFFERS,
     selective="the core attention is recomputed (recompute_modules ['core_attn']): with a fused kernel only its "
               "statistics, with the unfused one the s x s matrices")
+
+
+# What it runs (core.frameworks.capability): the flags of the release the planner's export is checked against
+RELEASE = "core_v0.19.0"
+COMMIT = "5be9626709af2722333bf54797c954c09edeada3"
+_MEGATRON_ARGS = f"NVIDIA/Megatron-LM megatron/training/arguments.py at {RELEASE} ({COMMIT[:12]})"
+
+CAPABILITY = Framework(
+    "megatron", "Megatron-LM", RELEASE,
+    home=__name__,
+    schedules=("1f1b", "interleaved"),
+    zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1), zero_with_tp=(0, 1, 2, 3),
+    sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer"),
+    kv_replication=True,
+    sources={
+        "schedules": f"{_MEGATRON_ARGS}: --pipeline-model-parallel-size runs 1F1B, "
+                     "--num-virtual-stages-per-pipeline-rank the interleaved schedule; no flag selects GPipe, "
+                     "zero-bubble or V schedules (assets/megatron_flags.json lists every flag)",
+        "zero": f"{_MEGATRON_ARGS}: 0 = plain DDP, 1 = --use-distributed-optimizer, 2/3 = --use-megatron-fsdp "
+                "with --data-parallel-sharding-strategy optim_grads / optim_grads_params",
+        "zero_with_pipeline": "Megatron-FSDP together with pipeline parallelism is neither asserted against in "
+                              f"validate_args nor documented as supported at {RELEASE}; the planner "
+                              "keeps to the distributed optimizer (ZeRO 0/1) there",
+        "sequence_parallel": f"{_MEGATRON_ARGS}: --sequence-parallel (switched off by validate_args at t = 1)",
+        "recompute": f"{_MEGATRON_ARGS}: --recompute-granularity selective | full",
+        "offload": f"{_MEGATRON_ARGS}: --optimizer-cpu-offload (needs --use-precision-aware-optimizer and the "
+                   "distributed optimizer); no flag offloads parameters",
+        "zero_with_tp": "the distributed optimizer and Megatron-FSDP shard over the data-parallel group of each "
+                        "tensor-parallel rank",
+        "kv_replication": f"Megatron-LM {RELEASE} transformer_config.py: num_query_groups must be a "
+                          "multiple or a divisor of the tensor-parallel size",
+        "context_parallel": f"{_MEGATRON_ARGS}: --context-parallel-size, --cp-comm-type p2p (ring attention in "
+                            "Transformer Engine); docs/source/api-guide/context_parallel.rst",
+        "expert_parallel": f"{_MEGATRON_ARGS}: --expert-model-parallel-size, --expert-tensor-parallel-size "
+                           "(MoE parallel folding)",
+        "fp8": f"{_MEGATRON_ARGS}: --fp8-format, --fp8-recipe, --fp8-param-gather (Transformer Engine)",
+        "moe_blocks": f"{_MEGATRON_ARGS}: --num-experts, --moe-router-topk, --moe-ffn-hidden-size, "
+                      "--moe-layer-freq, --moe-shared-expert-intermediate-size, --multi-latent-attention",
+        "tp_comm_overlap": f"{_MEGATRON_ARGS}: --tp-comm-overlap (Transformer Engine userbuffers; needs "
+                           "--sequence-parallel; TE overlaps TP communication only inside one server, "
+                           "NVIDIA/TransformerEngine issue 1071)",
+        "deepep": f"{_MEGATRON_ARGS}: --moe-token-dispatcher-type flex --moe-enable-deepep (DeepEP installed; "
+                  "megatron/core/transformer/moe/fused_a2a.py)",
+        "moe_a2a_overlap": f"{_MEGATRON_ARGS}: --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
+                           "(Megatron-Core >= 0.14; transformer_config.py asserts ep > 1, no full recompute, the "
+                           "interleaved schedule when p > 1)",
+        "hybrid": f"{_MEGATRON_ARGS}: --num-distributed-optimizer-instances R (the distributed optimizer "
+                  "sharded within d x cp / R ranks, its gradients all-reduced across the R instances; "
+                  "megatron/core/distributed/distributed_data_parallel.py, intra and inter distributed-optimizer "
+                  "groups); ZeRO-1 only",
+    }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",),
+    hybrid=(1,),
+    moe_switches=("deepep", "moe_a2a_overlap"))

@@ -22,6 +22,7 @@ Read at torchtitan 9dec370 (December 2024, the commit its H100 benchmark ran) an
 
 from __future__ import annotations
 
+from core.frameworks.capability import Exclusion, Framework
 from core.frameworks.records import FULL_ONLY, NONE_ONLY, NOT_FULL, Accounting, Arch, Buffers, Kept, Loss, StateBytes
 
 TORCHTITAN = "9dec370"
@@ -196,3 +197,64 @@ ACCOUNTING = Accounting(
     block=eager_block, head=eager_head, loss=LOSS, buffers=BUFFERS,
     selective="torchtitan's per-op policy: every other matmul's output and the attention kernel's are saved, the "
               "rest recomputed")
+
+
+# What it runs (core.frameworks.capability), at the release the planner's export and engine tests run
+TORCH_VERSION = "2.13.0"
+_TORCH = f"PyTorch {TORCH_VERSION}"
+
+CAPABILITY = Framework(
+    "torch", "PyTorch (FSDP2, torch.distributed.pipelining)", TORCH_VERSION,
+    home=__name__,
+    schedules=("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"),
+    zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1, 2, 3), zero_with_tp=(2, 3),
+    sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer+params"),
+    kv_replication=False,
+    sources={
+        "schedules": f"{_TORCH} torch/distributed/pipelining/schedules.py: ScheduleGPipe, Schedule1F1B, "
+                     "ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleZBVZeroBubble, ScheduleDualPipeV; any "
+                     "other order runs from its action CSV in _PipelineScheduleRuntime (tests/engines run every "
+                     "one of ours there)",
+        "zero": f"{_TORCH}: 0 = DistributedDataParallel, 1 = ZeroRedundancyOptimizer, 2/3 = fully_shard with "
+                "reshard_after_forward False/True",
+        "zero_with_pipeline": f"{_TORCH}: the data-parallel wrappers apply to each pipeline stage's module",
+        "sequence_parallel": f"{_TORCH} torch/distributed/tensor/parallel: SequenceParallel style",
+        "recompute": f"{_TORCH} torch.utils.checkpoint (whole block, or the attention core only)",
+        "offload": f"{_TORCH} CPUOffloadPolicy offloads parameters, gradients and optimizer state together "
+                   "(ZeRO-3); there is no optimizer-only offload",
+        "zero_with_tp": f"{_TORCH}: DistributedDataParallel and ZeroRedundancyOptimizer take plain tensors, "
+                        "not tensor-parallel DTensors (torchtitan: 'DDP has not supported > 1D parallelism'); "
+                        "FSDP2 composes with tensor parallelism",
+        "kv_replication": "the exported script shards the key/value projections column-wise over t, so t must "
+                          "divide the key/value heads (replicating them is not generated)",
+        "context_parallel": f"{_TORCH} torch.distributed.tensor.experimental.context_parallel: ring attention "
+                            "for scaled_dot_product_attention over a 'cp' mesh dimension (experimental API)",
+        "expert_parallel": "torchtitan (the PyTorch-native trainer on FSDP2) spreads routed experts over "
+                           "parallelism.expert_parallel_degree ranks borrowed from the data-parallel x context-"
+                           "parallel mesh, with expert_tensor_parallel_degree (torchtitan/distributed/"
+                           "expert_parallel.py, parallel_dims.py); core PyTorch has no expert-parallel API",
+        "fp8": f"{_TORCH} with torchao: float8 linears by torchao.float8.convert_to_float8_training, the output "
+               "layer left in 16-bit (torchtitan's float8 converter, filter_fqns ['output']); the script converts "
+               "the model when the row is FP8",
+        "moe_blocks": "torchtitan's deepseek_v3 (latent attention, routed and shared experts on grouped GEMMs) "
+                      "and qwen3 MoE models (torchtitan/models/moe)",
+        "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
+                      "forward to backward (torchtitan's default with pipeline parallelism, "
+                      "torchtitan/distributed/fsdp.py)",
+        "hybrid": f"{_TORCH} fully_shard(mesh=<2-D mesh (replicate, shard)>): HSDP, parameters sharded within "
+                  "the shard dimension and gradients all-reduced across the replicate one (torchtitan's "
+                  "parallelism.data_parallel_replicate_degree); ZeroRedundancyOptimizer and DDP do not",
+    },
+    context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("no_reshard",),
+    hybrid=(2, 3),
+    export_lacks={
+        "expert_parallel": "the planner's torch script builds no expert-parallel group (torchtitan runs FSDP2 "
+                           "with expert parallelism: parallelism.expert_parallel_degree in its TOML)",
+        "moe_blocks": "the planner's torch script builds a dense decoder (torchtitan's deepseek_v3 and qwen3 "
+                      "MoE models have the routed experts and latent attention)"},
+    exclusions=(Exclusion(
+        (3,), ("zb-h1", "zb-h2", "zbv"),
+        "PyTorch's pipelining runtime drops the deferred weight gradients of ZeRO-{zero} (FSDP2 "
+        "reshard_after_forward=True) stages under {schedule}",
+        f"measured with {_TORCH}: after one step of the exported script the stage whose W runs after a later "
+        "micro-batch's work has no gradients (tests/engines/test_torch_script.py keeps checking it)"),))

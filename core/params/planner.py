@@ -32,7 +32,7 @@ MAX_SIM_P = int(PIPELINE["p"].hi)  # the pipeline simulator's cap on devices: la
 MIN_CP_TOKENS = 8192
 MAX_CP_SEARCH = 64
 MAX_MB_SIZES = 8
-FRAMEWORK_NAMES = ("megatron", "deepspeed", "torch")  # as core.planner.frameworks.TABLE
+FRAMEWORK_NAMES = ("megatron", "deepspeed", "torch")  # as core.frameworks.CAPABILITIES
 MAX_HEADROOM_GB = 10_000.0
 
 _CHOICE_ALL = "all"
@@ -291,7 +291,7 @@ TARGET = table(
     Spec("framework", "choice", "any", choices=("any", *FRAMEWORK_NAMES),
          label="Framework",
          help="Rank only layouts this framework can run (schedules, ZeRO with pipeline parallelism, sequence "
-              "parallelism, recompute, offload; core/planner/frameworks.py names the source of each rule), so "
+              "parallelism, recompute, offload; core/frameworks/<framework>.py names the source of each rule), so "
               "its export reproduces the row exactly. any ranks everything and says which frameworks run each row."),
     Spec("min_headroom", "float", 0.0, 0.0, MAX_HEADROOM_GB, label="Minimum free memory", unit="GB per GPU",
          help="Keep only layouts that leave at least this much of the usable memory free (GB = 1e9 bytes)."),

@@ -72,7 +72,7 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                                                 "(it regroups t x d x cp, no extra GPUs)."),
         COLUMNS["reasons"]: cc.TextColumn(width="medium", help="Empty when feasible."),
         COLUMNS["frameworks"]: cc.TextColumn(help="Frameworks that run this layout exactly (megatron, deepspeed, "
-                                                  "torch; core/planner/frameworks.py names each rule's source)."),
+                                                  "torch; core/frameworks/<framework>.py names each rule's source)."),
         COLUMNS["pipeline_link"]: cc.LinkColumn(display_text="schedule", help="Open this schedule, p and m on "
                                                                                "the Pipeline page."),
         COLUMNS["zero_link"]: cc.LinkColumn(display_text="memory", help="Open this model, d, ZeRO stage and "
