@@ -28,7 +28,7 @@ def planner(query: dict | None = None) -> AppTest:
 
 def paste(at: AppTest, text: str, given: str = "") -> AppTest:
     next(t for t in at.text_area if t.key == "check_text").input(text)
-    next(t for t in at.text_input if t.key == "check_given").input(given)
+    next(t for t in at.text_input if t.label.startswith("What the file cannot say")).input(given)
     at.run()
     assert not at.exception
     return at

@@ -37,8 +37,9 @@ def check_section() -> None:
         pasted = st.text_area("... or paste one", key="check_text", height=140, max_chars=1_000_000,
                               placeholder="torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size "
                                           "8 ...")
-        given = st.text_input("What the file cannot say (KEY=VALUE, ...)", key="check_given",
-                              max_chars=MAX_OVERRIDES, placeholder="gpu=h100-80gb, gpus=256",
+        # not a URL key (a config is not in the link), so no widget key: the URL tests bind every keyed input
+        given = st.text_input("What the file cannot say (KEY=VALUE, ...)", max_chars=MAX_OVERRIDES,
+                              placeholder="gpu=h100-80gb, gpus=256",
                               help="Planner inputs by key (gpu, gpus, batch, seq, model, precision, ...) or the "
                                    "plan --fix keys (t, p, d, cp, ep, replicate, ...); they win over the file.")
         files = tuple((u.name, u.getvalue()) for u in uploads or ())
