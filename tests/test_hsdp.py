@@ -10,7 +10,7 @@ from core.errors import InputError
 from core.memory import per_gpu, states
 from core.model import presets
 from core.params.planner import PlannerParams
-from core.planner import frameworks
+from core.planner import frameworks, recommend
 from core.planner import plan as planner
 from core.planner.layout import Layout
 
@@ -71,6 +71,7 @@ def test_an_hsdp_layout_is_evaluated_and_exported():
     r = planner.plan(q)
     row = r.frame.iloc[0]
     assert row["feasible"] and row["replicate"] == 4 and row["frameworks"] == ("torch",)
+    assert "ZeRO-3 within 8 ranks (4 copies: hybrid sharding)" in recommend.describe(row, 8)
     art = r.export("fsdp", row)
     assert not art.refused
     assert "mesh_dim_names=('pp', 'dp_replicate', 'dp_shard', 'tp')" in art.text

@@ -83,7 +83,9 @@ def describe(row: pd.Series, gpn: int) -> str:
     d_text = f"{d} x cp = {cp}" if cp > 1 else f"{d}"
     if ep > 1:
         d_text += f" (experts over ep = {ep}, expert-tp {int(row.get('etp', t))})"
-    return (f"t = {t} ({where}) x {pipe} x d = {d_text}, ZeRO-{int(row['zero_stage'])}, micro-batch "
+    r = int(row.get("replicate", 1))
+    hybrid = f" within {d * cp // r} ranks ({r} copies: hybrid sharding)" if r > 1 else ""
+    return (f"t = {t} ({where}) x {pipe} x d = {d_text}, ZeRO-{int(row['zero_stage'])}{hybrid}, micro-batch "
             f"{int(row['micro_batch_size'])} (m = {int(row['m'])}), recompute {row['recompute']}{sp}{off}")
 
 
