@@ -21,7 +21,8 @@ PARTS = {"gemm": "#0072B2", "attention": "#56B4E9", "memory_bound": "#009E73", "
 X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
 
 COLUMNS = {  # core column -> header with its unit, in display order
-    "rank": "Rank", "t": "t", "p": "p", "d": "d", "cp": "cp", "ep": "ep", "step_time_s": "Step time [s]",
+    "rank": "Rank", "t": "t", "p": "p", "d": "d", "cp": "cp", "ep": "ep", "replicate": "Copies (HSDP)",
+    "step_time_s": "Step time [s]",
     "timing": "Timing", "mfu": "MFU [%]",
     "memory_gb": "Memory per GPU [GB]", "reasons": "Why infeasible", "schedule": "Schedule", "v": "v",
     "micro_batch_size": "Micro-batch [seq]", "m": "m", "zero_stage": "ZeRO", "recompute": "Recompute",
@@ -44,6 +45,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
                        reasons=frame["reasons"].map("; ".join), frameworks=frame["frameworks"].map(", ".join))
     if "timing" in out.columns and not out["timing"].astype(bool).any():
         out = out.drop(columns="timing")  # every row timed (feasible only): nothing to say
+    if "replicate" in out.columns and not (out["replicate"] > 1).any():
+        out = out.drop(columns="replicate")  # no hybrid sharding asked: nothing to say
     out = out[[c for c in COLUMNS if c in out.columns]].rename(columns=COLUMNS)
     cc = st.column_config
     gpu_gb = float(units.to_gb(gpu_mem_bytes))
@@ -70,6 +73,8 @@ def table(frame: pd.DataFrame, gpu_mem_bytes: float) -> tuple[pd.DataFrame, dict
         "cp": cc.NumberColumn(format="%d", help="Context parallelism: each sequence over cp ranks (G = t p d cp)."),
         "ep": cc.NumberColumn(format="%d", help="Expert parallelism: each MoE layer's routed experts over ep ranks "
                                                 "(it regroups t x d x cp, no extra GPUs)."),
+        COLUMNS["replicate"]: cc.NumberColumn(format="%d", help="Hybrid sharding: ZeRO shards within d x cp / "
+                                                                "copies ranks and keeps that many copies."),
         COLUMNS["reasons"]: cc.TextColumn(width="medium", help="Empty when feasible."),
         COLUMNS["frameworks"]: cc.TextColumn(help="Frameworks that run this layout exactly (megatron, deepspeed, "
                                                   "torch; core/frameworks/<framework>.py names each rule's source)."),
