@@ -55,7 +55,7 @@ def headline(v: dict):
     rec, best = view.recommendation, view.best
     cols = st.columns(4)  # the headline stays in place when nothing fits (a slider moved below what fits)
     if best is not None:
-        extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep") if best[k] > 1)
+        extra = "".join(f" x {k}={best[k]}" for k in ("cp", "ep", "replicate") if best[k] > 1)
         cols[0].metric("Layout t x p x d", f"{best['t']} x {best['p']} x {best['d']}{extra}")
         cols[1].metric("Step time", f"{best['step_time_s']:,.2f} s")
         cols[2].metric("MFU", fp.mfu_text(best["mfu"]))
