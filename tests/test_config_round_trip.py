@@ -45,6 +45,10 @@ CASES = [  # (question, pinned layout, export kinds)
     ({"model": "llama3-8b", "gpus": "16", "batch": "64"},
      {"fix_t": "2", "fix_p": "1", "zero": "2", "mb_sizes": "2", "recompute": "none", "sp": "off",
       "tp_comm_overlap": "off"}, ("deepspeed", "torch")),
+    # full recompute on the first N layers of each stage only (Megatron's block method; the script's RECOMPUTE_LAYERS)
+    ({"model": "llama3-8b", "gpus": "16", "batch": "64"},
+     {"fix_t": "1", "fix_p": "4", "zero": "1", "mb_sizes": "1", "schedule": "1f1b", "recompute": "full",
+      "recompute_layers": "3", "sp": "off", "tp_comm_overlap": "off"}, ("megatron", "torch")),
     # every pipeline schedule the torch export writes (its own classes, or our action table in its runtime)
     *(({"model": "llama3-8b", "gpus": "16", "batch": "64"},
        {"fix_t": "1", "fix_p": "4", "zero": "1", "mb_sizes": "1", "schedule": sched, "recompute": "none",
@@ -76,7 +80,7 @@ def test_each_export_reads_back_to_its_row(question, pins, kinds):
         done = check(files, {**given, "memory_framework": framework})
         back = done.row
         for col in ("t", "p", "d", "cp", "ep", "replicate", "micro_batch_size", "m", "schedule", "v", "zero_stage",
-                    "recompute", "sequence_parallel", "offload"):
+                    "recompute", "recompute_layers", "sequence_parallel", "offload"):
             assert back[col] == row[col], (kind, col, back[col], row[col])
         again = planner.plan(PlannerParams.from_strings({**question, **pins, "framework": "any",
                                                           "memory_framework": framework})).frame.iloc[0]

@@ -84,6 +84,12 @@ def test_hybrid_sharding_holds_one_replicas_share(tmp_path):
     assert all(np.isfinite(r["loss"]) for r in rows)
 
 
+def test_full_recompute_of_the_first_blocks_only_runs(tmp_path):
+    # RECOMPUTE_LAYERS = 2 of the 4 blocks: checkpoint wraps blocks 0 and 1, the others run plain
+    rows = run(layout(shrunk("llama3-8b"), zero_stage=3, recompute="full", recompute_layers=2), tmp_path)
+    assert all(np.isfinite(r["loss"]) for r in rows)
+
+
 def test_zero_redundancy_optimizer_holds_cores_zero1_share(tmp_path):
     model = shrunk("gpt3-175b")  # tied embeddings, learned positions, biases, LayerNorm
     psi = model_params(model)

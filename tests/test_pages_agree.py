@@ -47,6 +47,9 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
     # hybrid sharding: ZeRO within 8 of the 32 data-parallel ranks, 4 copies (the ZeRO page opens at N_d = 8)
     "llama3-70b-hsdp": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_replicate=4,
                                      framework="torch", mb_sizes=(1, 2)),
+    # full recompute on the first 5 of each stage's 20 layers (the ZeRO page opens with the same N)
+    "llama3-70b-partial": PlannerParams(model="llama3-70b", gpus=64, batch=512, fix_t=8, fix_p=4, recompute="full",
+                                        recompute_layers=5, mb_sizes=(1, 2)),
     "llama3-70b-8-layers": PlannerParams(model="llama3-70b", depth=8, gpus=8, batch=16, mb_sizes=(1,)),
     "mixtral-hsdp": PlannerParams(model="mixtral-8x7b", gpus=64, batch=512, fix_replicate=2, fix_ep=8, zero="3",
                                   framework="torch", mb_sizes=(1,)),
@@ -131,7 +134,7 @@ def test_the_cases_cover_every_kind_of_model_and_at_least_20_rows(plans):
 
 
 @pytest.mark.parametrize("name", ["mixtral", "llama3-70b", "custom-moe", "custom-mla", "llama3-70b-ends",
-                                  "mixtral-hsdp"])
+                                  "mixtral-hsdp", "llama3-70b-partial"])
 def test_the_command_line_prints_the_same_bytes_per_gpu_from_the_same_inputs(plans, name):
     # python -m core zero with the link's inputs as flags (the page's keys are the CLI's options) and --act
     view = plans[name]

@@ -55,7 +55,8 @@ class Checked:
             t=int(row["t"]), p=int(row["p"]), zero=int(row["zero_stage"]), schedule=str(row["schedule"]),
             sp=bool(row["sequence_parallel"]), recompute=str(row["recompute"]), offload=str(row["offload"]),
             cp=int(row["cp"]), ep=int(row["ep"]), fp8=self.result.precision == "fp8",
-            moe=m.moe is not None or m.mla is not None, replicate=int(row["replicate"])), export=False)
+            moe=m.moe is not None or m.mla is not None, replicate=int(row["replicate"]),
+            recompute_layers=int(row["recompute_layers"])), export=False)
 
     def better_inputs(self) -> dict[str, str]:
         """The planner inputs that search around this run: the model, GPUs, batch and switches kept, the layout

@@ -437,11 +437,14 @@ def _recompute(flags: dict[str, str], r: Reading) -> None:
     method, count = _pop(flags, "recompute-method"), _pop(flags, "recompute-num-layers")
     modules = _pop(flags, "recompute-modules")
     if granularity == "full":
-        partial = method == "block" or (count not in (None, "1") and method == "uniform")
-        r.read("--recompute-granularity", "full", {"recompute": "full"},
-               "recompute = full" + (f" (method {method}, {count} layers: counted as every layer)" if partial else ""))
-        if partial:
-            r.unsupported("--recompute-num-layers", count, "partial full recompute is counted as every layer")
+        r.read("--recompute-granularity", "full", {"recompute": "full"}, "recompute = full")
+        if method == "block" and count is not None and count.isdigit() and int(count) > 0:
+            r.read("--recompute-method block --recompute-num-layers", count, {"recompute_layers": int(count)},
+                   f"the first {count} layers of each stage (model chunk) recomputed, the others keep everything")
+        elif count not in (None, "1") and method == "uniform":
+            r.unsupported("--recompute-num-layers", count, f"uniform groups of {count} layers checkpointed whole "
+                          "(one input kept per group, a group's activations rebuilt at once): counted as every "
+                          "layer checkpointed")
     elif granularity == "selective":
         r.read("--recompute-granularity", "selective", {"recompute": "selective"})
         if modules and set(modules.split()) - {"core_attn", "mla_up_proj"}:

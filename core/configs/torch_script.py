@@ -12,6 +12,7 @@ from core.errors import InputError
 MODEL = {"LAYERS": "layers", "HIDDEN": "hidden", "HEADS": "heads", "KV_HEADS": "kv_heads", "FFN": "ffn",
          "VOCAB": "vocab"}
 LAYOUT = {"T": "fix_t", "P": "fix_p", "D": "fix_d", "CP": "fix_cp", "REPLICATE": "fix_replicate", "ZERO": "zero",
+          "RECOMPUTE_LAYERS": "recompute_layers",
           "RECOMPUTE": "recompute", "OFFLOAD": "offload", "SCHEDULE": "schedule", "V": "v",
           "MICRO_BATCH": "mb_sizes", "SEQ": "seq"}
 NO_EFFECT = ("ROPE_THETA", "RMSNORM", "BIAS", "EMBED_NORM", "POSITION", "LR", "TP_RANK", "ANGLE")

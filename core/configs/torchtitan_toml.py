@@ -44,7 +44,7 @@ def read(text: str, source: str = "train.toml") -> Reading:
     par = sections.pop("parallelism", {}) or {}
     train = sections.pop("training", {}) or {}
     _layout(par, train, layers, r)
-    _recompute(sections.pop("activation_checkpoint", {}) or {}, r)
+    _recompute(sections.pop("activation_checkpoint", {}) or {}, r, layers)
     _compile(sections.pop("compile", {}) or {}, train, r)
     _float8(sections, r)
     optimizer = sections.pop("optimizer", {}) or {}
@@ -202,7 +202,7 @@ def _tensor(par: dict, train: dict, t: int, r: Reading) -> None:
     r.raw["tp_comm_overlap"] = r.raw.get("tp_comm_overlap", "off")
 
 
-def _recompute(ac: dict, r: Reading) -> None:
+def _recompute(ac: dict, r: Reading, layers: int) -> None:
     mode = str(ac.pop("mode", "selective"))
     given = "selective_ac_option" in ac
     option = str(ac.pop("selective_ac_option", "2"))
@@ -212,9 +212,16 @@ def _recompute(ac: dict, r: Reading) -> None:
         r.read("activation_checkpoint.selective_ac_option", option, {}, "torchtitan's per-op policy: the torch "
                "accounting's selective recompute")
     if mode == "selective" and option != "op":
-        r.unsupported("activation_checkpoint.selective_ac_option", option,
-                      f"every {option}-th layer recomputed whole: counted as no recompute (the larger memory)")
-        mode = "none"
+        every = int(option) if option.isdigit() and int(option) > 0 else 0
+        if not every:
+            raise InputError(f"activation_checkpoint.selective_ac_option: {option[:20]!r} is neither 'op' nor a "
+                             "positive whole number")
+        stage = -(-layers // (int(r.raw.get("fix_p", "1")) * int(r.raw.get("v", "1"))))  # a stage's layers
+        count = -(-stage // every)
+        r.read("activation_checkpoint.selective_ac_option", option, {"recompute_layers": count},
+               f"every {every}-th block recomputed whole: full recompute on {count} of each stage's {stage} layers "
+               "(the same count as the planner's first N)")
+        mode = "full"
     r.read("activation_checkpoint.mode", mode, {"recompute": mode},
            f"recompute = {mode}" + (" (torchtitan's per-op policy)" if mode == "selective" else ""))
     for key, value in ac.items():

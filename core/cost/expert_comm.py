@@ -62,10 +62,11 @@ def direction_bytes(seq, micro_batch_size, hidden, top_k, t=1, cp=1, ep=1, capac
     return copies * np.asarray(hidden, dtype=float) * bytes_per_value * (ep - 1) / ep
 
 
-def passes(recompute) -> tuple[np.ndarray, np.ndarray]:
+def passes(recompute, share=1.0) -> tuple[np.ndarray, np.ndarray]:
     """(dispatch-direction, combine-direction) transfers per step and layer: the forward's dispatch and combine,
-    the backward's two gradients, the forward again under full recompute. The first is the FP8-able dispatch."""
-    again = (np.asarray(recompute) == "full").astype(float)
+    the backward's two gradients, the forward again under full recompute (on `share` of the layers where only some
+    are recomputed). The first is the FP8-able dispatch."""
+    again = (np.asarray(recompute) == "full") * np.asarray(share, dtype=float)
     return 1.0 + again, 3.0 + again  # forward combine + both backward gradients move BF16
 
 
@@ -82,9 +83,9 @@ def layer_bytes(seq, micro_batch_size, hidden, top_k, t=1, cp=1, ep=1, capacity=
     return half * (n_dispatch * dispatch_factor(fp8_dispatch) + n_rest)
 
 
-def forward_share(recompute="none", fp8_dispatch=False) -> np.ndarray:
+def forward_share(recompute="none", fp8_dispatch=False, share=1.0) -> np.ndarray:
     """Share of layer_bytes that the forward passes move (the rest: the backward's two BF16 gradients)."""
-    n_dispatch, n_rest = passes(recompute)
+    n_dispatch, n_rest = passes(recompute, share)
     forward = n_dispatch * dispatch_factor(fp8_dispatch) + n_rest - 2.0
     return forward / (forward + 2.0)
 

@@ -32,9 +32,11 @@ from core.model.counts import attention_core_width
 FORWARD, BACKWARD = (1.0, 1.0), (2.0, 2.0)
 
 
-def ring_passes(recompute) -> np.ndarray:
-    """Forward passes over the ring per step: 1, or 2 when the attention core is recomputed."""
-    return np.where(np.asarray(recompute) == "none", 1.0, 2.0)
+def ring_passes(recompute, share=1.0) -> np.ndarray:
+    """Forward passes over the ring per step: 1, or 2 when the attention core is recomputed (1 + share under full
+    recompute of some layers only)."""
+    r = np.asarray(recompute)
+    return np.where(r == "none", 1.0, np.where(r == "full", 1.0 + np.asarray(share, dtype=float), 2.0))
 
 
 def step_flops(seq, micro_batch_size, width, t=1, cp=1) -> np.ndarray:
@@ -56,8 +58,8 @@ def crosses_node(t, cp, gpus_per_node) -> np.ndarray:
     return np.asarray(t) * np.asarray(cp) > np.asarray(gpus_per_node)
 
 
-def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_comm: str = "p2p"
-               ) -> tuple[np.ndarray, np.ndarray]:
+def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_comm: str = "p2p",
+               share=1.0) -> tuple[np.ndarray, np.ndarray]:
     """(total, exposed) seconds of one layer's K/V exchange for one micro-batch of each layout (b, t, cp, recompute
     of `lay`). p2p: every ring step one point-to-point send per chunk (core.cost.collective, its latency included)
     over NVLink while t x cp fits in a server, else the network, hidden up to the step's attention maths (flops_rate:
@@ -66,24 +68,24 @@ def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_co
     chunk = kv_chunk_bytes(seq, lay.micro_batch_size, model.hidden, model.heads, model.kv_heads, t, cp,
                            head_dim=model.head_dim)
     if cp_comm == "all-gather":
-        return _gathered(chunk, cp, t, lay.recompute, fabric)
+        return _gathered(chunk, cp, t, lay.recompute, fabric, share)
     steps = cp - 1.0
     inside = ~crosses_node(t, cp, fabric.gpus_per_node)
     send = collective.cost("send", chunk, 2, np.where(inside, 2, 1), fabric).seconds
     flops = step_flops(seq, lay.micro_batch_size, attention_core_width(model), t, cp)
     work = flops / np.asarray(flops_rate, dtype=float)
-    fwd = ring_passes(lay.recompute)
+    fwd = ring_passes(lay.recompute, share)
     total = steps * (fwd * FORWARD[0] * send + BACKWARD[0] * send)
     exposed = steps * (fwd * np.maximum(0.0, FORWARD[0] * send - FORWARD[1] * work)
                        + np.maximum(0.0, BACKWARD[0] * send - BACKWARD[1] * work))
     return total, exposed
 
 
-def _gathered(chunk, cp, t, recompute, fabric: collective.Fabric) -> tuple[np.ndarray, np.ndarray]:
+def _gathered(chunk, cp, t, recompute, fabric: collective.Fabric, share=1.0) -> tuple[np.ndarray, np.ndarray]:
     """All-gather context parallelism: per layer and micro-batch, one gather of the c chunks per forward pass, one in
     the backward and one reduce-scatter of their gradients, each over the cp ranks (t apart), none hidden."""
     per_node = fabric.members_per_node(cp, t)
     gather = collective.cost("all-gather", cp * chunk, cp, per_node, fabric).seconds
     scatter = collective.cost("reduce-scatter", cp * chunk, cp, per_node, fabric).seconds
-    total = (ring_passes(recompute) + 1.0) * gather + scatter
+    total = (ring_passes(recompute, share) + 1.0) * gather + scatter
     return total, total

@@ -131,6 +131,7 @@ class Layouts:
     reshard: np.ndarray | bool = True
     tp_comm_overlap: np.ndarray | bool = False
     replicate: np.ndarray | int = 1  # hybrid sharding: ZeRO within d x cp / replicate ranks, all-reduce across copies
+    recompute_layers: np.ndarray | int = 0  # full recompute on the first N layers of each chunk only (0: all)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -164,6 +165,15 @@ class Layouts:
         """Transformer layers on the fullest device: v chunks of the fullest middle stage's count (ceil(L / (p v))
         when the layers split evenly)."""
         return self.stage_layers(model, ends_in_split)[0] * self.chunks
+
+    def recompute_share(self, model: ModelConfig, ends_in_split: bool = False) -> np.ndarray:
+        """Share of the fullest device's layers its recompute mode re-runs: 1, or under full recompute with
+        `recompute_layers` N the first N of each chunk (Megatron-LM's --recompute-method block)."""
+        n = np.asarray(self.device_layers(model, ends_in_split), dtype=float)
+        count = np.asarray(self.recompute_layers, dtype=float)
+        rec = np.minimum(count * np.asarray(self.chunks, dtype=float), n)
+        partial = (np.asarray(self.recompute) == "full") & (count > 0) & (n > 0)
+        return np.where(partial, np.divide(rec, np.maximum(n, 1.0)), 1.0)
 
     def take(self, rows) -> Layouts:
         """The same layouts at `rows` (a mask or indices); scalar fields stay scalars."""

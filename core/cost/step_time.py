@@ -212,6 +212,9 @@ def stage_costs(s: Setting, lay: Layouts) -> StageCosts:
     fabric = collective.Fabric.of(s.gpu, a)
     layer, head, tail = _layer(s, r, lay, fabric)
     _hide_tp(layer, lay, a)
+    share = lay.recompute_share(model, a.ends_in_split)  # full recompute on some of the device's layers only
+    if np.any(share < 1.0):
+        layer["R"] = {c: v * share for c, v in layer["R"].items()}
     exposed = 1.0 - a.tp_overlap
     per_layer = {ph: sum(layer[ph][c] * (exposed if c == "tp" else 1.0) for c in COMPONENTS) for ph in PHASES}
     head, tail, layers_dev = _end_stages(model, lay, a, _by_component(layer), head, tail)
@@ -308,7 +311,7 @@ def estimate(x: StepInput) -> dict[str, np.ndarray]:
         "tp_ratio": costs.body["tp"] / np.maximum(costs.layer_compute * lay.device_layers(model, a.ends_in_split),
                                                   1e-30),
         **utilization(model, gpu, gpus=s.gpus, batch=s.batch, recompute=lay.recompute, step=step,
-                       precision=s.precision),
+                       precision=s.precision, recompute_share=lay.recompute_share(model, a.ends_in_split)),
     })
     return result
 
@@ -365,19 +368,22 @@ def _offload_and_shard(x: StepInput) -> tuple[np.ndarray, np.ndarray]:
 
 
 def utilization(model: ModelConfig, gpu: GpuSpec, *, gpus: int, batch: int, recompute, step,
-                precision: str = "bf16") -> dict[str, np.ndarray]:
+                precision: str = "bf16", recompute_share=1.0) -> dict[str, np.ndarray]:
     """MFU, HFU (core.cost.flops.MFU_LABEL, HFU_LABEL) and the hardware TFLOP/s per GPU.
 
     MFU counts model FLOPs with causal attention (the least work a causal model needs), HFU what the kernels run
     (recompute included; the s x s work in full for an eager attention, at the flash kernel's causal share for a
     flash one). Both are over the dense peak of the precision the GEMMs run in (the FP8 peak under FP8), so
-    neither can exceed 1 while every operation runs at or below its own peak.
+    neither can exceed 1 while every operation runs at or below its own peak. `recompute_share`: the share of the
+    layers the recompute mode re-runs (full recompute of some layers only), the rest run once.
     """
     recompute = np.asarray(recompute)
     share = float(calibration.fixed()["flash_causal_share"]) if model.flash_attention else 1.0
     hw = np.zeros(recompute.shape)
     for mode in flops.RECOMPUTE:
         hw[recompute == mode] = float(flops.hardware_flops(model, batch, mode, share))
+    plain = float(flops.hardware_flops(model, batch, "none", share))
+    hw = plain + np.broadcast_to(np.asarray(recompute_share, dtype=float), hw.shape) * (hw - plain)
     model_flops = float(flops.model_flops(model, batch))
     peak = gpu.peak_flops_fp8 if precision == "fp8" and gpu.peak_flops_fp8 is not None else gpu.peak_flops
     return {"mfu": flops.utilization(model_flops, step, gpus, peak),

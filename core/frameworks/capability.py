@@ -33,6 +33,7 @@ class Setting:
     fp8: bool = False
     moe: bool = False  # mixture-of-experts or latent-attention blocks
     replicate: Any = 1  # hybrid sharding: ZeRO within d x cp / replicate ranks, replicated across the rest
+    recompute_layers: Any = 0  # full recompute on the first N layers of each chunk only (0: every layer)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Framework:
     #    this framework does not write it though the framework runs it: the search ranks such rows (the framework
     #    runs them), `refusals(export=True)` names the gap, a checked config (export=False) does not
     hybrid: tuple[int, ...] = ()  # ZeRO stages it shards within a group and replicates across groups (HSDP)
+    partial_recompute: bool = False  # full recompute of the first N layers of each stage only (source: "partial")
     switches: tuple[str, ...] = ()  # tuning switches the planner searches (core.planner.grid): "tp_comm_overlap"
     #                                 (TP collectives inside their GEMMs), "no_reshard" (ZeRO-3 keeps the gathered
     #                                 parameters from forward to backward); each with its entry in `sources`
@@ -101,6 +103,9 @@ class Framework:
             if applies and key in lacks:
                 out.append(lacks[key] if cite else lacks[key].split(" (")[0])
 
+        if recompute == "full" and s.recompute_layers and not self.partial_recompute:
+            say(f"{self.label} recomputes every layer or none (no full recompute of {s.recompute_layers} layers "
+                "per stage)", "partial")
         if s.replicate > 1 and zero not in self.hybrid:
             say(f"{self.label} shards ZeRO-{zero} over the whole data-parallel group (no hybrid sharding"
                 + (f"; it has it for ZeRO {join_names(self.hybrid)})" if self.hybrid else ")"), "hybrid")
@@ -154,6 +159,8 @@ class Framework:
             ok_kv = True
         ok = np.where(p > 1, np.isin(schedule, self.schedules), True)
         ok &= (np.asarray(s.replicate) <= 1) | np.isin(zero, self.hybrid)
+        if not self.partial_recompute:
+            ok &= ~((np.asarray(s.recompute) == "full") & (np.asarray(s.recompute_layers) > 0))
         ok &= np.where(p > 1, np.isin(zero, self.zero_with_pipeline), np.isin(zero, self.zero))
         ok &= (t == 1) | np.isin(zero, self.zero_with_tp)
         if not self.sequence_parallel:

@@ -81,6 +81,8 @@ CAPABILITY = Framework(
                "model code)",
         "moe_blocks": f"{_DS}: the JSON config describes no model; MoE layers (deepspeed.moe.layer.MoE) live in "
                       "your model code",
+        "partial": f"{_DS}: PipelineModule(activation_checkpoint_interval=k) checkpoints groups of k layers, "
+                   "every layer recomputed; no switch leaves some layers out",
         "hybrid": f"{_DS} deepspeed/runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: 'MiCS ZeRO-3 sharding has been "
                   "removed' (mics_shard_size is rejected); ZeRO++'s zero_hpz_partition_size keeps a secondary "
                   "copy of the parameters only, the optimizer state stays sharded over all data-parallel ranks",

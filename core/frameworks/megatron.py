@@ -185,6 +185,7 @@ _MEGATRON_ARGS = f"NVIDIA/Megatron-LM megatron/training/arguments.py at {RELEASE
 CAPABILITY = Framework(
     "megatron", "Megatron-LM", RELEASE,
     home=__name__,
+    partial_recompute=True,
     schedules=("1f1b", "interleaved"),
     zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1), zero_with_tp=(0, 1, 2, 3),
     sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer"),
@@ -221,6 +222,8 @@ CAPABILITY = Framework(
         "moe_a2a_overlap": f"{_MEGATRON_ARGS}: --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
                            "(Megatron-Core >= 0.14; transformer_config.py asserts ep > 1, no full recompute, the "
                            "interleaved schedule when p > 1)",
+        "partial": f"{_MEGATRON_ARGS}: --recompute-granularity full --recompute-method block "
+                   "--recompute-num-layers N recomputes the first N layers of each pipeline stage (model chunk)",
         "hybrid": f"{_MEGATRON_ARGS}: --num-distributed-optimizer-instances R (the distributed optimizer "
                   "sharded within d x cp / R ranks, its gradients all-reduced across the R instances; "
                   "megatron/core/distributed/distributed_data_parallel.py, intra and inter distributed-optimizer "

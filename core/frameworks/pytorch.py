@@ -206,6 +206,7 @@ _TORCH = f"PyTorch {TORCH_VERSION}"
 CAPABILITY = Framework(
     "torch", "PyTorch (FSDP2, torch.distributed.pipelining)", TORCH_VERSION,
     home=__name__,
+    partial_recompute=True,
     schedules=("gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"),
     zero=(0, 1, 2, 3), zero_with_pipeline=(0, 1, 2, 3), zero_with_tp=(2, 3),
     sequence_parallel=True, recompute=("none", "selective", "full"), offload=("none", "optimizer+params"),
@@ -241,6 +242,8 @@ CAPABILITY = Framework(
         "no_reshard": f"{_TORCH} fully_shard(reshard_after_forward=False): parameters stay gathered from "
                       "forward to backward (torchtitan's default with pipeline parallelism, "
                       "torchtitan/distributed/fsdp.py)",
+        "partial": f"{_TORCH} torch.utils.checkpoint on the first N blocks of each stage (the exported script's "
+                   "RECOMPUTE_LAYERS; torchtitan's selective_ac_option K checkpoints every K-th block)",
         "hybrid": f"{_TORCH} fully_shard(mesh=<2-D mesh (replicate, shard)>): HSDP, parameters sharded within "
                   "the shard dimension and gradients all-reduced across the replicate one (torchtitan's "
                   "parallelism.data_parallel_replicate_degree); ZeroRedundancyOptimizer and DDP do not",

@@ -176,19 +176,22 @@ def stage_bytes(a: Shape, layers_on_stage, inflight, first=True, last=True, firs
     recompute_buffer is the one layer of one micro-batch that recomputation rebuilds during the backward pass (plus
     `backward_extra`, what that layer's backward holds beside it: context parallelism's gathered K/V), and loss the
     last stage's loss at its peak beyond the kept logits: the step's peak holds the larger of the two
-    (`transient`), never both. `layer_bytes`: (a.per_layer(), a.per_layer("none")) when the caller has them.
+    (`transient`), never both. `layer_bytes`: (a.per_layer(), a.per_layer("none")) when the caller has them, and
+    optionally third how many of the stage's layers the recompute mode applies to (default all); the others keep
+    everything (Megatron-LM's block method: the first N layers of each stage recomputed).
     """
     n_layers = validate.number("layers_on_stage", layers_on_stage, 0, ACTIVATIONS["layers"].hi)
     inflight = _spec_number("inflight", inflight)
     first_held = inflight if first_held is None else _spec_number("inflight", first_held)
     last_held = inflight if last_held is None else _spec_number("inflight", last_held)
-    per_layer, none = layer_bytes or (a.per_layer(), a.per_layer("none"))
+    per_layer, none, *counted = layer_bytes or (a.per_layer(), a.per_layer("none"))
     tail = np.where(last, tail_layers, 0)
+    rec = np.minimum(counted[0], n_layers) if counted else n_layers
     out = {
-        "layers": per_layer * (n_layers * inflight + tail * last_held),
+        "layers": (per_layer * rec + none * (n_layers - rec)) * inflight + per_layer * tail * last_held,
         "embedding": np.where(first, embedding_bytes(a) * first_held, 0.0),
         "output": np.where(last, output_bytes(a) * last_held, 0.0),
-        "recompute_buffer": np.where((n_layers > 0) | (tail > 0), none - per_layer + backward_extra, 0.0),
+        "recompute_buffer": np.where((rec > 0) | (tail > 0), none - per_layer + backward_extra, 0.0),
         "loss": np.where(last, loss_transient_bytes(a), 0.0),
     }
     out["transient"] = np.maximum(out["recompute_buffer"], out["loss"])

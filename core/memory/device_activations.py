@@ -103,26 +103,48 @@ def end_stages(cfg) -> EndStages:
     last_held = inf.last if inf.last_stage is None else inf.last_stage
     ends = k * np.asarray(last_held) * _ends_bytes(cfg) if k else 0.0
     io = _stage_io(cfg)  # buffers per device position: (first, middle, last)
-    last_extra = _extra(cfg, inf.last, moe_last, k, last_held) + ends + io[2]
-    first_extra = (_extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held) + np.where(both, ends, 0.0)
-                   + io[0])
+    rec_first, rec_last = recomputed(cfg, first_dev), recomputed(cfg, last_dev)
+    last_extra = _extra(cfg, inf.last, moe_last, k, last_held, _share(rec_last, last_dev)) + ends + io[2]
+    first_extra = (_extra(cfg, inf.first, moe_first, np.where(both, k, 0), last_held, _share(rec_first, first_dev))
+                   + np.where(both, ends, 0.0) + io[0])
     has_middle = (p > 2) | (both & (p > 1))
     middle_inflight = np.where(has_middle, np.asarray(inf.middle, dtype=float), 0.0)
     held = {"first_held": first_held, "last_held": last_held,
             "layer_bytes": (shape.per_layer(), shape.per_layer("none")), "backward_extra": _cp_buffers(cfg)}
+    rec = {"first": rec_first, "middle": recomputed(cfg, mid_dev), "last": rec_last}
     middle, middle_extra = None, 0.0
     # split evenly a middle device holds the first device's layers without its embedding: it can be fuller only
     # where it holds more micro-batches (or, with the ends in the split, more layers)
     if np.any(np.asarray(lay.ends_in_split, dtype=bool)) or np.any(middle_inflight > np.asarray(inf.first)):
         middle = {key: np.where(middle_inflight > 0, x, 0.0)
                   for key, x in act.stage_bytes(shape, mid_dev, middle_inflight, first=False, last=False,
-                                                layer_bytes=held["layer_bytes"],
+                                                layer_bytes=(*held["layer_bytes"], rec["middle"]),
                                                 backward_extra=held["backward_extra"]).items()}
-        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid) + io[1], 0.0)
+        middle_extra = np.where(middle_inflight > 0, _extra(cfg, middle_inflight, moe_mid, share=_share(
+            rec["middle"], mid_dev)) + io[1], 0.0)
+    ends = {"first_held": first_held, "last_held": last_held, "backward_extra": held["backward_extra"]}
     return EndStages(mid_dev, act.stage_bytes(shape, first_dev, inf.first, first=True, last=both,
-                                              tail_layers=np.where(both, k, 0), **held),
-                     act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k, **held),
+                                              tail_layers=np.where(both, k, 0),
+                                              layer_bytes=(*held["layer_bytes"], rec["first"]), **ends),
+                     act.stage_bytes(shape, last_dev, inf.last, first=False, last=True, tail_layers=k,
+                                     layer_bytes=(*held["layer_bytes"], rec["last"]), **ends),
                      first_extra, last_extra, both, middle, middle_extra)
+
+
+def recomputed(cfg, device_layers) -> np.ndarray:
+    """Layers of a device that its recompute mode applies to: all of them, or under full recompute with
+    `recompute_layers` N the first N of each of its chunks (Megatron-LM's --recompute-method block)."""
+    n = np.asarray(device_layers, dtype=float)
+    count = np.asarray(cfg.training.recompute_layers, dtype=float)
+    if not np.any(count > 0):
+        return n
+    partial = (np.asarray(cfg.training.recompute) == "full") & (count > 0)
+    return np.where(partial, np.minimum(count * np.asarray(cfg.layout.chunks, dtype=float), n), n)
+
+
+def _share(rec, n) -> np.ndarray:
+    n = np.asarray(n, dtype=float)
+    return np.divide(rec, n, out=np.ones(np.broadcast(rec, n).shape), where=n > 0)
 
 
 def _stage_io(cfg) -> tuple:
@@ -170,14 +192,16 @@ def _cp_buffers(cfg) -> np.ndarray:
                              head_dim=m.head_dim, cp_comm=tr.cp_comm)
 
 
-def _extra(cfg, inflight, moe_layers, tail=0, tail_held=None) -> np.ndarray:
+def _extra(cfg, inflight, moe_layers, tail=0, tail_held=None, share=1.0) -> np.ndarray:
     """Beyond the dense layers' formula: the expert activations of a device's `moe_layers` MoE layers (of which
     `tail`, the prediction depths, for the last stage's own `tail_held` micro-batches, the rest for the device's
-    `inflight`)."""
+    `inflight`); `share` of the layers under the recompute mode, the rest keeping everything (`recomputed`)."""
     m, tr = cfg.model, cfg.training
     if not m.is_moe or m.moe is None:
         return np.zeros(np.shape(tr.micro_batch_size))
     shape = activation_shape(cfg)
     extra = replace(shape, moe_layer=True).per_layer() - shape.per_layer()  # the experts in place of the dense MLP
+    plain = replace(shape, moe_layer=True, recompute="none").per_layer() - shape.per_layer("none")
+    extra = share * extra + (1.0 - np.asarray(share)) * plain
     held = inflight if tail_held is None else tail_held
     return extra * ((moe_layers - tail) * np.asarray(inflight) + tail * np.asarray(held))

@@ -172,6 +172,7 @@ class Training:
     fp16: bool = False  # fp16 weights rather than bf16 (Megatron-LM then keeps 16-bit gradients by default)
     optimizer_dtype: str = "fp32"  # Adam's moments (and Megatron's master remainders) in fp32 or bf16
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks: upcast, compiled, fused)
+    recompute_layers: object = 0  # full recompute on the first N layers of each stage (chunk) only; 0 = every layer
 
 
 @dataclass(frozen=True)

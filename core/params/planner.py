@@ -270,6 +270,11 @@ SEARCH = table(
               "and every depth whose chunks Megatron-LM builds evenly (L or L + 2 layers divisible by p x v)."),
     Spec("recompute", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, *RECOMPUTE_MODES), label="Recompute",
          help="Activation recomputation: selective (attention core) or full (whole layers); all searches the three."),
+    Spec("recompute_layers", "int", 0, 0, MODEL["layers"].hi, label="Full recompute: layers per stage",
+         help="0 recomputes every layer under full recompute; N recomputes the first N layers of each pipeline "
+              "stage (model chunk) and keeps the others' activations (Megatron-LM --recompute-method block "
+              "--recompute-num-layers N; torchtitan's selective_ac_option K checkpoints every K-th layer, the same "
+              "count). Only rows with full recompute read it."),
     Spec("sp", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="Sequence parallelism",
          help="Shard layer norms and dropouts over the tensor-parallel group (only matters when t > 1)."),
     Spec("reshard", "choice", _CHOICE_ALL, choices=(_CHOICE_ALL, "on", "off"), label="ZeRO-3 reshard after forward",
@@ -420,6 +425,7 @@ class PlannerParams:
     schedule: str = _CHOICE_ALL
     v: int = PLAN["v"].default
     recompute: str = _CHOICE_ALL
+    recompute_layers: int = 0
     sp: str = _CHOICE_ALL
     reshard: str = _CHOICE_ALL
     tp_comm_overlap: str = _CHOICE_ALL
@@ -532,5 +538,5 @@ TRAIN_FLAGS = {"batch": "--global-batch", "mb_sizes": "--micro-batch-sizes"}
 # plan --fix KEY=VALUE: the key as typed -> the planner input it pins
 FIX_KEYS = {"t": "fix_t", "p": "fix_p", "d": "fix_d", "cp": "fix_cp", "ep": "fix_ep", "etp": "fix_etp",
             "replicate": "fix_replicate", "zero": "zero", "schedule": "schedule", "v": "v", "mbs": "mb_sizes",
-            "recompute": "recompute", "sp": "sp", "offload": "offload", "reshard": "reshard",
-            "tp_overlap": "tp_comm_overlap"}
+            "recompute": "recompute", "recompute_layers": "recompute_layers", "sp": "sp", "offload": "offload",
+            "reshard": "reshard", "tp_overlap": "tp_comm_overlap"}

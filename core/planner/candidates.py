@@ -145,7 +145,7 @@ def _excluded(key: _Outside) -> pd.DataFrame:
     n = len(rows)
     first = dict(zip(("zero_stage", "recompute", "offload"), first_searched[1:], strict=True))
     values = {k: [r[k] for r in rows] for k in ("t", "p", "d", "m", "reasons", "schedule", "tp_crosses_node")}
-    values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"], "replicate": [1] * n}
+    values |= {"cp": [1] * n, "ep": [1] * n, "etp": values["t"], "replicate": [1] * n, "recompute_layers": [0] * n}
     values["timing"] = list(timing(values["reasons"], np.zeros(n, dtype=bool)))
     values |= {"micro_batch_size": [b] * n, "v": [1] * n, "sequence_parallel": [False] * n, "usable_bytes": usable,
                "reshard": [True] * n, "tp_comm_overlap": [False] * n,

@@ -103,7 +103,8 @@ def communication(s, lay, costs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if np.any(lay.cp > 1):
         r = a.rates(gpu)  # the attention core stays 16-bit, at its kernel's achievable fraction
         rate = r.peak * (r.flash_eff if model.flash_attention else r.gemm_eff)
-        total, exposed = ring_attention.layer_time(model, lay, fabric, rate, a.cp_comm)
+        total, exposed = ring_attention.layer_time(model, lay, fabric, rate, a.cp_comm,
+                                                   lay.recompute_share(model, a.ends_in_split))
         out["ring"] = (total * layers_dev * lay.m, exposed * layers_dev * lay.m)
     return out
 
@@ -114,10 +115,14 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
     model, a = s.model, s.a
     moe, deepep = model.moe, a.moe_dispatcher == "deepep"
     fp8_dispatch = s.fp8 and a.moe_fp8_dispatch
-    per_layer = expert_comm.layer_bytes(model.seq, lay.micro_batch_size, model.hidden, moe.top_k, lay.t, lay.cp,
-                                        lay.ep, a.moe_capacity, lay.recompute, fp8_dispatch)
+    again = lay.recompute_share(model, a.ends_in_split)  # full recompute on some layers only
+    shape = (model.seq, lay.micro_batch_size, model.hidden, moe.top_k, lay.t, lay.cp, lay.ep, a.moe_capacity)
+    per_layer = expert_comm.layer_bytes(*shape, lay.recompute, fp8_dispatch)
+    if np.any(again < 1.0):  # the forward's exchanges again on `again` of the layers only
+        plain = expert_comm.layer_bytes(*shape, "none", fp8_dispatch)
+        per_layer = plain + again * (per_layer - plain)
     n_moe = np.minimum(layers_dev, model.moe_layers)
-    messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute))  # one exchange per pass, layer, micro
+    messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute, again))  # one exchange per pass, layer, micro
     fabric = expert_comm.fabric(s.gpu, a)
     reached = expert_comm.servers_reached(moe, lay.ep, lay.etp, fabric.gpus_per_node) if deepep else None
     total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages, moe.top_k, reached)
@@ -125,7 +130,7 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
     if a.moe_a2a_overlap:
         paired = moe_overlap.paired_share(lay.p, lay.chunks, lay.m, lay.ep, lay.recompute, lay.split)
         one = total / np.maximum(n_moe * lay.m, 1.0)  # one MoE layer, one micro-batch
-        share = expert_comm.forward_share(lay.recompute, fp8_dispatch)
+        share = expert_comm.forward_share(lay.recompute, fp8_dispatch, again)
         hid = moe_overlap.layer_hidden(one, share, costs.moe_parts)
         sms = expert_comm.DEEPEP_SMS / float(s.gpu.sms) if deepep and s.gpu.sms else 0.0
         exposed = moe_overlap.exposed(total, paired, hid, n_moe * lay.m, sms, a.moe_overlap_sync_us * 1e-6)

@@ -72,7 +72,8 @@ def _setting(layout: Layout) -> frameworks.Setting:
     return frameworks.Setting(layout.t, layout.p, layout.zero_stage, layout.schedule, layout.sequence_parallel,
                               layout.recompute, layout.offload, kv_heads=layout.model.kv_heads, cp=layout.cp,
                               ep=layout.ep, fp8=layout.precision == "fp8",
-                              moe=layout.model.is_moe or layout.model.mla is not None)
+                              moe=layout.model.is_moe or layout.model.mla is not None, replicate=layout.replicate,
+                              recompute_layers=layout.recompute_layers if layout.recompute == "full" else 0)
 
 
 def _model_refusals(layout: Layout, key: str) -> list[str]:

@@ -74,7 +74,10 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     if not m.flash_attention:  # the default (auto) picks a fused kernel, which the row does not count
         a += ["--attention-backend", "unfused"]
     a += ["--micro-batch-size", str(layout.micro_batch_size), "--global-batch-size", str(layout.global_batch)]
-    if layout.recompute == "full":
+    if layout.recompute == "full" and layout.recompute_layers:  # the first N layers of each stage (chunk)
+        a += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+              str(layout.recompute_layers)]
+    elif layout.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif layout.recompute == "selective":
         a += ["--recompute-granularity", "selective"]

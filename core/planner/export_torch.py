@@ -124,8 +124,9 @@ class Stage(nn.Module):
                 h = h + self.positions(torch.arange(tokens.shape[1], device=tokens.device))
             if self.embedding_norm is not None:
                 h = self.embedding_norm(h)
-        for block in self.layers.values():
-            h = checkpoint(block, h, use_reentrant=False) if RECOMPUTE == "full" else block(h)
+        for i, block in enumerate(self.layers.values()):  # full recompute: every block, or the stage's first N
+            full = RECOMPUTE == "full" and (RECOMPUTE_LAYERS == 0 or i < RECOMPUTE_LAYERS)
+            h = checkpoint(block, h, use_reentrant=False) if full else block(h)
         if self.norm is not None:
             h = self.norm(h)
             h = self.output(h) if self.output is not None else F.linear(h, self.embedding.weight)
@@ -226,7 +227,8 @@ def _constants(layout: Layout) -> list[str]:
           if layout.replicate > 1 else []),
         *([f"CP = {layout.cp}  # context parallelism: each sequence split over CP ranks"] if layout.cp > 1 else []),
         f"MICRO_BATCH, MICROBATCHES = {layout.micro_batch_size}, {layout.grad_accum_steps}  # per data-parallel rank",
-        f'ZERO, RECOMPUTE, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", "{layout.offload}"',
+        f'ZERO, RECOMPUTE, RECOMPUTE_LAYERS, OFFLOAD = {layout.zero_stage}, "{layout.recompute}", '
+        f'{layout.recompute_layers if layout.recompute == "full" else 0}, "{layout.offload}"',
         f'SCHEDULE, V, SEQUENCE_PARALLEL, RESHARD = "{layout.schedule}", {layout.v}, '
         f'{layout.sequence_parallel and layout.t > 1}, {layout.reshard}  # as planned (core check reads them)',
         f"DTYPE, LR = torch.{'bfloat16' if layout.half == 'bf16' else 'float16'}, 1e-4",

@@ -69,6 +69,7 @@ class Candidates:
     tp_comm_overlap: np.ndarray
     fp8: np.ndarray
     replicate: np.ndarray  # hybrid sharding: ZeRO within d x cp / replicate ranks (1: over all of them)
+    recompute_layers: np.ndarray  # full recompute on the first N layers of each chunk (0: all; other modes 0)
     frameworks: np.ndarray  # object array of tuples of framework keys
     m: np.ndarray | None = None  # micro-batches per step, once the batch is split
 
@@ -113,7 +114,7 @@ class Candidates:
                        chunks=self.v, m=1 if self.m is None else self.m, zero=self.zero,
                        recompute=self.recompute_name, sp=self.sp, split=self.split_backward,
                        offload=self.offload_name, reshard=self.reshard, tp_comm_overlap=self.tp_comm_overlap,
-                       replicate=self.replicate)
+                       replicate=self.replicate, recompute_layers=self.recompute_layers)
 
 
 def v_values(q: PlannerParams) -> tuple[int, ...]:
@@ -189,6 +190,7 @@ def grid(q: PlannerParams, degrees: np.ndarray, model, gpus_per_node: int,
     c["etp"] = cp_ep.etp_of(q, c["t"])
     c["fp8"] = np.full(c["t"].size, q.precision == "fp8")  # one value for the whole plan
     c["replicate"] = np.where(c["zero"] >= 1, max(q.fix_replicate, 1), 1)  # ZeRO-0 (plain DDP) shards nothing
+    c["recompute_layers"] = np.where(np.array(RECOMPUTE_MODES)[c["recompute"]] == "full", q.recompute_layers, 0)
     c["frameworks"], drop = _frameworks(c, model, q.precision == "fp8", gpus_per_node, q.tp_comm_overlap == "all")
     cand = Candidates(**c)
     if drop.any():
@@ -257,7 +259,7 @@ def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tup
     frameworks that have that switch. Also which candidates to leave out: a variant no framework runs (the plain
     one stays) and, with `replace_plain`, a plain candidate where TP overlap applies that only frameworks having it
     run (its overlapped twin holds the same memory and is never slower, core.cost.step_time._hide_tp)."""
-    keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "replicate")
+    keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "replicate", "recompute_layers")
     # p only as "a pipeline or none" (frameworks.Framework.runs reads p > 1 only): keyed on p itself, a search over
     # 30 depths asked the table 30 times per setting (a third of a warm re-plan of 133,000 candidates)
     _, first, inverse = distinct([c[k] > 1 if k == "p" else c[k] for k in keys])
@@ -265,7 +267,7 @@ def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tup
     runs = frameworks.which(frameworks.Setting(
         f["t"], f["p"], f["zero"], np.array(SEARCH_SCHEDULES)[f["schedule"]], f["sp"],
         np.array(RECOMPUTE_MODES)[f["recompute"]], np.array(OFFLOAD_MODES)[f["offload"]], model.kv_heads, f["cp"],
-        f["ep"], fp8, model.is_moe or model.mla is not None, f["replicate"]))
+        f["ep"], fp8, model.is_moe or model.mla is not None, f["replicate"], f["recompute_layers"]))
     ids: dict[tuple, int] = {}  # the few distinct answers, numbered
     which = np.fromiter((ids.setdefault(r, len(ids)) for r in runs), dtype=np.int64, count=len(runs))[inverse]
     sets = list(ids)

@@ -48,6 +48,7 @@ class Layout:
     ep: int = 1  # expert parallelism: each MoE layer's routed experts spread over ep ranks
     etp: int = 0  # expert tensor parallelism; 0 = t (Megatron-LM's default)
     replicate: int = 1  # hybrid sharding: ZeRO within d x cp / replicate ranks, that many copies (ZeRO >= 1)
+    recompute_layers: int = 0  # full recompute on the first N layers of each stage (chunk) only; 0 = every layer
     reshard: bool = True  # ZeRO-3 frees the gathered parameters after the forward (FSDP reshard_after_forward)
     tp_comm_overlap: bool = False  # TP collectives inside their GEMMs (Megatron-LM --tp-comm-overlap)
     cp_comm: str = "p2p"  # context parallelism's K/V exchange (core.params.planner CP_COMMS)
@@ -58,12 +59,15 @@ class Layout:
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
             raise InputError("layout needs a ModelConfig and a GpuSpec")
-        for name in ("t", "p", "d", "v", "zero_stage", "gpus_per_node", "cp", "ep", "etp", "replicate"):
+        for name in ("t", "p", "d", "v", "zero_stage", "gpus_per_node", "cp", "ep", "etp", "replicate",
+                     "recompute_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise InputError(f"{name}: expected a whole number, got {value!r}")
-        if min(self.t, self.p, self.d, self.v, self.cp, self.ep, self.replicate) < 1 or self.etp < 0:
-            raise InputError("t, p, d, v, cp, ep and replicate must be at least 1 (etp 0 = t)")
+        if min(self.t, self.p, self.d, self.v, self.cp, self.ep, self.replicate) < 1 or min(self.etp,
+                                                                                          self.recompute_layers) < 0:
+            raise InputError("t, p, d, v, cp, ep and replicate must be at least 1 (etp 0 = t; recompute_layers 0 = "
+                             "every layer)")
         if self.replicate > 1 and self.zero_stage == 0:
             raise InputError("replicate > 1 (hybrid sharding) needs ZeRO stage 1 or more: ZeRO-0 shards nothing")
         if self.etp == 0:

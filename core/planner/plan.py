@@ -304,6 +304,7 @@ def _columns(c: grid.Candidates, mem: _Memory, costs, sims: dict, times: dict, m
     first_factor, last_factor = costs.factors(c.chunks)
     return {
         "rank": np.nan, "t": c.t, "p": c.p, "d": c.d, "cp": c.cp, "ep": c.ep, "etp": c.etp, "replicate": c.replicate,
+        "recompute_layers": c.recompute_layers,
         "micro_batch_size": c.b, "m": c.m, "expert_state_bytes": mem.experts["expert_state_bytes"],
         "schedule": _names(SEARCH_SCHEDULES, c.schedule), "v": c.v, "zero_stage": c.zero,
         "reshard": c.reshard.astype(bool), "tp_comm_overlap": c.tp_comm_overlap.astype(bool),

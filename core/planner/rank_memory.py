@@ -95,7 +95,7 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
                                 recompute=c["recompute_name"][rows], fp8=o.fp8, bytes_per_param=bpp,
                                 moe_capacity=o.capacity, cp_comm=o.cp_comm, micro_batches=m, compiled=o.compiled,
                                 grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss,
-                                fp16=o.fp16)
+                                fp16=o.fp16, recompute_layers=c["recompute_layers"][rows])
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight(),
                                 accounting=key)
 

@@ -117,7 +117,8 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   schedule=str(row["schedule"]), v=int(row["v"]), recompute=str(row["recompute"]),
                   sequence_parallel=bool(row["sequence_parallel"]), offload=str(row["offload"]), precision=precision,
                   gpus_per_node=gpu.gpus_per_node, cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"]),
-                  replicate=int(row.get("replicate", 1)), reshard=bool(row.get("reshard", True)),
+                  replicate=int(row.get("replicate", 1)), recompute_layers=int(row.get("recompute_layers", 0)),
+                  reshard=bool(row.get("reshard", True)),
                   tp_comm_overlap=bool(row.get("tp_comm_overlap", False)),
                   cp_comm=q.cp_comm, moe_dispatcher=q.moe_dispatcher,
                   moe_a2a_overlap=bool(q.moe_a2a_overlap), ends_in_split=bool(q.ends_in_split))

@@ -46,12 +46,11 @@ TOP_ROWS = 1000  # candidates kept per list (the VIEW spec `rows` stops here)
 CHART_POINTS = 1500  # per group (feasible, infeasible) on the chart
 CSV_ROWS = 100_000  # candidates in the page's CSV download (~60 MB of CSV; its snapshot in the view ~5 MB)
 KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_size", "m", "schedule", "v", "zero_stage",
-        "recompute", "sequence_parallel", "offload", "memory_bytes", "model_state_bytes", "activation_bytes",
-        "headroom_bytes", "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu", "tp_ratio",
-        *COLUMN.values(), "tf", "tb", "tw", "first_stage_factor", "last_stage_factor", "feasible", "reasons",
-        "warnings", "frameworks",
-        "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes", "reshard", "memory_accounting",
-        "allocated_bytes", "reserve_bytes", "outside_bytes")
+        "recompute", "recompute_layers", "sequence_parallel", "offload", "memory_bytes", "model_state_bytes",
+        "activation_bytes", "headroom_bytes", "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu",
+        "tp_ratio", *COLUMN.values(), "tf", "tb", "tw", "first_stage_factor", "last_stage_factor", "feasible",
+        "reasons", "warnings", "frameworks", "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes",
+        "reshard", "memory_accounting", "allocated_bytes", "reserve_bytes", "outside_bytes")
 
 
 @dataclass(frozen=True)
@@ -189,6 +188,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
     # memory was counted keep the plan's
     base["accounting"] = q.memory_framework if q.memory_framework != "auto" else (
         q.framework if q.framework != "any" else PREFERENCE[0])
+    if q.recompute_layers:  # full recompute on the first N layers of each stage (a full-recompute row's link)
+        base["recompute_layers"] = q.recompute_layers
     for key in ("grad_dtype", "optimizer_dtype", "loss", "compile"):  # the framework's switches the plan counted
         if getattr(q, key) != PLAN[key].default:
             base[key] = getattr(q, key)
@@ -232,5 +233,6 @@ def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
                    "p": int(row["p"]), "offload": row["offload"], "mb": int(row["micro_batch_size"]),
                    "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
                    "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"]),
-                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True))} | (
+                   "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True)),
+                   "recompute_layers": int(base.get("recompute_layers", 0)) if row["recompute"] == "full" else 0} | (
         {"accounting": row["memory_accounting"]} if isinstance(row.get("memory_accounting"), str) else {})

@@ -89,6 +89,7 @@ class ActInputs:
     cp_comm: str = "p2p"  # the K/V exchange of context parallelism (its transient buffers)
     compile: bool = False  # torch.compile on the blocks (the PyTorch accounting)
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
+    recompute_layers: int = 0  # full recompute on the first N layers of each stage only (0: every layer)
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
@@ -158,7 +159,7 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity, cp_comm=a.cp_comm, micro_batches=a.m,
                                 compiled=a.compile, grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
-                                loss=a.loss)
+                                loss=a.loss, recompute_layers=a.recompute_layers)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight(), accounting=q.accounting)
 
 
