@@ -77,6 +77,8 @@ def test_an_hsdp_layout_is_evaluated_and_exported():
     assert "mesh_dim_names=('pp', 'dp_replicate', 'dp_shard', 'tp')" in art.text
     assert "init_device_mesh(device_type, (1, 4, 8, 8)" in art.text
     assert 'dp_mesh = mesh["dp_replicate", "dp_shard"]' in art.text
+    ds = r.export("deepspeed", row)  # DeepSpeed 0.19.8 has no hybrid sharding: its export refuses, saying why
+    assert ds.refused and "MiCS ZeRO-3 sharding has been removed" in ds.refused[0]
 
 
 TITAN = """[job]
