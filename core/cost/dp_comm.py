@@ -92,9 +92,10 @@ def step_time(zero, reshard, g: Group, layers, m, windows: dict, fabric: collect
 
 def across_replicas(g: Group, replicate, replica_per_node, layers, window, fabric: collective.Fabric) -> DpTime:
     """Hybrid sharding (HSDP: FSDP2 on a (replicate, shard) mesh, Megatron-LM's --num-distributed-optimizer-instances,
-    DeepSpeed's MiCS): after its reduce-scatter inside the shard group, each rank all-reduces its gradient shard with
-    the rank holding the same shard in every other replica, once per step in the last micro-batch's backward, layer
-    by layer; what the backward `window` cannot hide beyond the last layer's share is exposed. Zero without copies."""
+    DeepSpeed's MiCS before 0.19.8): after its reduce-scatter inside the shard group, each rank all-reduces its
+    gradient shard with the rank holding the same shard in every other replica, once per step in the last
+    micro-batch's backward, layer by layer; what the backward `window` cannot hide beyond the last layer's share is
+    exposed. Zero without copies."""
     r = np.asarray(replicate, dtype=float)
     layers = np.maximum(np.asarray(layers, dtype=float), 1.0)
     unit = g.params / g.n / layers  # one layer's gradient shard

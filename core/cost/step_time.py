@@ -318,7 +318,8 @@ def estimate(x: StepInput) -> dict[str, np.ndarray]:
 
 def _data_parallel(x: StepInput) -> dp_comm.DpTime:
     """The dense weights' ZeRO / data-parallel collectives over d x cp ranks (t apart: members per server
-    gpus_per_node / t), plus the routed experts' over their own group (core.cost.dp_comm)."""
+    gpus_per_node / t; one copy's share under hybrid sharding, then an all-reduce across the copies), plus the routed
+    experts' over their own group (core.cost.dp_comm)."""
     s, lay, costs = x.setting, x.layouts, x.costs
     fabric = collective.Fabric.of(s.gpu, s.a)
     bwd = s.a.dp_overlap * (costs.tb + costs.tw)
