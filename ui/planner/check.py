@@ -59,7 +59,7 @@ def _show(view: CheckView) -> None:
     m = view.metrics
     cols = st.columns(4)
     cols[0].metric("Memory per GPU", "—" if math.isnan(m["memory_gb"]) else f"{m['memory_gb']:,.1f} GB",
-                   help=f"of {m['usable_gb']:,.1f} GB usable (GB = 1e9 bytes)")
+                   help=None if math.isnan(m["usable_gb"]) else f"of {m['usable_gb']:,.1f} GB usable (GB = 1e9 bytes)")
     cols[1].metric("Fits", "yes" if m["fits"] else "no")
     cols[2].metric("Step time", "—" if math.isnan(m["step_s"]) else f"{m['step_s']:,.2f} s")
     cols[3].metric("MFU", "—" if math.isnan(m["mfu"]) else f"{100 * m['mfu']:.1f} %")
