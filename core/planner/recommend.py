@@ -14,7 +14,7 @@ import pandas as pd
 
 from core.cost import flops
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
-from core.planner import accuracy, memory_accuracy
+from core.planner import accuracy, known_runs, memory_accuracy
 from core.planner.result import PlanResult
 from core.units import GB
 
@@ -52,13 +52,15 @@ class Recommendation:
     roomier: tuple[str, ...] = ()  # a nearly-as-fast candidate with much more free memory, when one exists
     unusual: tuple[str, ...] = ()  # what a layout unlike the usual practice gains and risks, when it is one
     trust: tuple[str, ...] = ()  # how far off the step time was on published runs (core.planner.accuracy)
+    known: tuple[str, ...] = ()  # published runs of this very question and the switches that time them as they ran
 
     def sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(title, items) in reading order; empty sections left out."""
-        titles = (("Layout", "How far to trust the step time", "Unlike the usual layout",
-                   "Nearly as fast, much more headroom", "Why it wins", "What limits it") if self.feasible
-                  else ("Layout", "", "", "", "Why no candidate is feasible", "What to try"))
-        items = (self.layout, self.trust, self.unusual, self.roomier, self.why, self.limits)
+        titles = (("Layout", "How far to trust the step time", "Published runs of this question",
+                   "Unlike the usual layout", "Nearly as fast, much more headroom", "Why it wins", "What limits it")
+                  if self.feasible else ("Layout", "", "Published runs of this question", "", "",
+                                         "Why no candidate is feasible", "What to try"))
+        items = (self.layout, self.trust, self.known, self.unusual, self.roomier, self.why, self.limits)
         out = tuple(zip(titles, items, strict=True)) + (("Assumptions", self.assumptions),
                                                          ("Search notes", self.notes))
         return tuple((title, x) for title, x in out if x)
@@ -105,7 +107,7 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     if best is None:
         return Recommendation(
             False, f"No feasible layout for {m.name} on {q.gpus:,} x {g.name} with a global batch of {q.batch:,}.",
-            (), (result.why_empty(),), _advice(result), assumptions, result.notes)
+            (), (result.why_empty(),), _advice(result), assumptions, result.notes, known=known_runs.words(q, m))
     gpn = g.gpus_per_node
     step = float(best["step_time_s"])
     headline = (f"Recommended for {m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences: "
@@ -126,7 +128,7 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
                           assumptions, result.notes, _roomier(result, best), unusual(result, best),
                           accuracy.load().words() + memory_accuracy.load().words(str(best["memory_accounting"]))
-                          + _pace(result, best))
+                          + _pace(result, best), known_runs.words(q, m))
 
 
 def _framework_part(best: pd.Series) -> str:
