@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from core.cost.rates import Rates
+from core.memory.states import shard_group
 from core.model import stage_split
 from core.model.config import GpuSpec, ModelConfig
 from core.params.planner import ASSUMPTIONS, WHY
@@ -154,7 +155,7 @@ class Layouts:
     @property
     def shard_group(self) -> np.ndarray:
         """Ranks ZeRO shards over and its gathers and reduce-scatters span: d x cp, or one replica's share (HSDP)."""
-        return np.maximum(self.dp_group // np.maximum(self.replicate, 1), 1)
+        return shard_group(self.d, self.cp, self.replicate)
 
     def stage_layers(self, model: ModelConfig, ends_in_split: bool = False) -> tuple[np.ndarray, ...]:
         """(layers of the fullest middle stage, of the first, of the last) of the p x chunks stages
@@ -170,10 +171,8 @@ class Layouts:
         """Share of the fullest device's layers its recompute mode re-runs: 1, or under full recompute with
         `recompute_layers` N the first N of each chunk (Megatron-LM's --recompute-method block)."""
         n = np.asarray(self.device_layers(model, ends_in_split), dtype=float)
-        count = np.asarray(self.recompute_layers, dtype=float)
-        rec = np.minimum(count * np.asarray(self.chunks, dtype=float), n)
-        partial = (np.asarray(self.recompute) == "full") & (count > 0) & (n > 0)
-        return np.where(partial, np.divide(rec, np.maximum(n, 1.0)), 1.0)
+        rec = stage_split.recomputed(n, self.chunks, self.recompute_layers, self.recompute)
+        return np.where(n > 0, rec / np.maximum(n, 1.0), 1.0)
 
     def take(self, rows) -> Layouts:
         """The same layouts at `rows` (a mask or indices); scalar fields stay scalars."""

@@ -134,12 +134,8 @@ def end_stages(cfg) -> EndStages:
 def recomputed(cfg, device_layers) -> np.ndarray:
     """Layers of a device that its recompute mode applies to: all of them, or under full recompute with
     `recompute_layers` N the first N of each of its chunks (Megatron-LM's --recompute-method block)."""
-    n = np.asarray(device_layers, dtype=float)
-    count = np.asarray(cfg.training.recompute_layers, dtype=float)
-    if not np.any(count > 0):
-        return n
-    partial = (np.asarray(cfg.training.recompute) == "full") & (count > 0)
-    return np.where(partial, np.minimum(count * np.asarray(cfg.layout.chunks, dtype=float), n), n)
+    return stage_split.recomputed(device_layers, cfg.layout.chunks, cfg.training.recompute_layers,
+                                  cfg.training.recompute)
 
 
 def _share(rec, n) -> np.ndarray:

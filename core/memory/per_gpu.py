@@ -43,7 +43,7 @@ from core.memory import fp8 as fp8_bytes
 from core.memory import framework_terms as terms
 from core.memory.fsdp import unsharded
 from core.memory.offload import PARAM_OFFLOADS, placement
-from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states
+from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_states, shard_group
 from core.memory.states import params_per_rank as split_params
 from core.model import counts, stage_split
 from core.model.blocks import MlaConfig, MoeConfig
@@ -154,7 +154,7 @@ class Layout:
 
     def shard_group(self) -> np.ndarray:
         """The ranks ZeRO shards the dense weights' states over: d x cp, or its share under hybrid sharding."""
-        return np.maximum(np.asarray(self.d) * np.asarray(self.cp) // np.maximum(np.asarray(self.replicate), 1), 1)
+        return shard_group(self.d, self.cp, self.replicate)
 
 
 @dataclass(frozen=True)
@@ -396,8 +396,7 @@ def _zero3_gathers(cfg: MemoryConfig, psi_rank, layer, kw: dict, resharded: bool
     keep = ~np.asarray(lay.reshard, dtype=bool) & (not resharded)
     params_off = np.isin(np.asarray(lay.offload, dtype=object), PARAM_OFFLOADS)  # streamed instead of gathered
     if cfg.accounting == "torch":
-        dp_shard = np.maximum(np.asarray(lay.d) // np.maximum(np.asarray(lay.replicate), 1), 1)  # without cp
-        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, dp_shard)
+        gather = terms.gather_bytes(cfg.accounting, cfg.training.fp8, shard_group(lay.d, 1, lay.replicate))  # no cp
         layer = np.broadcast_to(layer, psi_rank.shape)
         blocks = np.minimum(np.ceil(m.layers / p), np.maximum(np.floor(psi_rank / np.maximum(layer, 1.0)), 1.0))
         root = np.maximum(psi_rank - blocks * layer, 0.0)

@@ -153,6 +153,13 @@ def check_nd(nd) -> np.ndarray:
     return validate.number("nd", nd, 1, MAX_ND, integer=True)
 
 
+def shard_group(d, cp=1, replicate=1) -> np.ndarray:
+    """The ranks ZeRO shards over: the d x cp data-parallel ranks, or one copy's share of them under hybrid sharding
+    (HSDP: `replicate` copies of the shard group)."""
+    whole = np.asarray(d) * np.asarray(cp)
+    return np.maximum(whole // np.maximum(np.asarray(replicate), 1), 1)
+
+
 def model_states(psi, nd, stage, k=12.0, param_bytes=2.0, grad_bytes=2.0, sharded_from=()) -> States:
     """Bytes per GPU of parameters, gradients and optimizer state for `psi` parameters held per rank.
     `sharded_from`: (component, first stage) pairs where a framework shards differently (core.frameworks: FSDP2

@@ -66,3 +66,12 @@ def device_layers(layers: int, p, chunks, mtp: int = 0, ends_in_split=False, v_s
     first_dev = np.where(both, together, first_dev)
     last_dev = np.where(both, together, last_dev)
     return first_dev, mid * chunks, last_dev
+
+
+def recomputed(device_layers, chunks, count, recompute) -> np.ndarray:
+    """Layers of a device its recompute mode re-runs: all of them, or under full recompute with `count` N > 0 the
+    first N of each of its chunks (Megatron-LM's --recompute-method block --recompute-num-layers N)."""
+    n = np.asarray(device_layers, dtype=float)
+    count = np.asarray(count, dtype=float)
+    partial = (np.asarray(recompute) == "full") & (count > 0)
+    return np.where(partial, np.minimum(count * np.asarray(chunks, dtype=float), n), n)
