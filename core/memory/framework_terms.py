@@ -73,15 +73,25 @@ def grads_at_peak(key: str, grads, psi_rank, grad_bytes, p, m, tp_embedding=0.0)
     return np.where(m > 1, np.where(p > 1, held, grads), 0.0)
 
 
-def step_extra(key: str, psi_rank, group, zero) -> np.ndarray:
-    """Bytes the optimizer step allocates beyond the model states: DeepSpeed casts this rank's gradient partition to
-    fp32 (stage_1_and_2.py single_grad_partition); Megatron's and torchtitan's fused Adam step in place (torchtitan's
-    default since February 2025; its earlier foreach AdamW made one fp32 temporary per shard, below the activation
-    peak of the runs measured)."""
-    shard = np.asarray(psi_rank, dtype=float) / np.where(np.asarray(zero) >= 1, np.asarray(group, dtype=float), 1.0)
+def step_extra(key: str, shards, zero, optimizer_dtype: str = "fp32", k: float = 12.0) -> np.ndarray:
+    """Bytes the optimizer step allocates beyond the model states. `shards`: (parameters, ZeRO group) of each of
+    this rank's optimizers (dense, experts). DeepSpeed casts every group's gradient partition to fp32 and keeps them
+    all until the step ends (stage_1_and_2.py single_grad_partition): 4 bytes per parameter of the shards together.
+    Megatron-LM's precision-aware optimizer with bf16 moments steps through Transformer Engine's FusedAdam, which
+    makes an fp32 copy of both moments of every parameter of a parameter group before its one fused kernel
+    (fused_adam.py step: get_unscaled_state is `.float()` for bf16 states, gathered in unscaled_lists): the
+    moments' fp32 bytes (K less the master) for the largest group, the dense and expert optimizers stepping one
+    after the other. Otherwise Megatron's and torchtitan's fused Adam step in place (torchtitan's default since
+    February 2025; its earlier foreach AdamW made one fp32 temporary per shard, below the activation peak of the
+    runs measured)."""
+    zero = np.asarray(zero)
+    local = [np.asarray(psi, dtype=float) / np.where(zero >= 1, np.asarray(group, dtype=float), 1.0)
+             for psi, group in shards]
     if key == "deepspeed":
-        return 4.0 * shard
-    return np.zeros(np.shape(shard))
+        return 4.0 * sum(local)
+    if key == "megatron" and optimizer_dtype == "bf16":
+        return max(float(k) - MASTER, 0.0) * np.maximum.reduce(np.broadcast_arrays(*local))
+    return np.zeros(np.broadcast(*local).shape)
 
 
 def buffer_bytes(key: str, zero) -> np.ndarray:
