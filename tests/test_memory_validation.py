@@ -119,6 +119,28 @@ def test_the_allocator_terms():
     assert textbook["reserve"] == pytest.approx(0.0) and textbook["outside"] == 0.0
 
 
+def test_the_optimizer_steps_own_bytes():
+    # DeepSpeed keeps every group's fp32 gradient partition until its step ends (4 bytes each, all groups together);
+    # Transformer Engine's FusedAdam under Megatron's precision-aware optimizer copies both bf16 moments of one
+    # parameter group to fp32 (8 bytes each with Adam's K = 12), the dense and expert optimizers one after the other
+    shards = ((8e9, 4), (1.8e9, 1))  # dense 8 B sharded over 4 ranks (ZeRO-1), experts 1.8 B at expert-dp 1
+    assert terms.step_extra("deepspeed", shards, 1) == pytest.approx(4 * (2e9 + 1.8e9))
+    assert terms.step_extra("megatron", shards, 1, "bf16", 12.0) == pytest.approx(8 * 2e9)
+    assert terms.step_extra("megatron", ((1e9, 4), (1.8e9, 1)), 1, "bf16", 12.0) == pytest.approx(8 * 1.8e9)
+    assert terms.step_extra("megatron", shards, 1, "fp32", 12.0) == 0.0  # fused Adam in place
+    assert terms.step_extra("torch", shards, 1, "bf16", 12.0) == 0.0
+
+
+def test_moonlight_peaks_in_its_optimizer_step(result):
+    # 22.3 GB of states plus the expert optimizer's 1.8 B parameters' moments copied to fp32 (14.4 GB): 36.8 GB,
+    # 36.6 measured (allocated); the activation peak (31.6 GB) is below it
+    rows = result.rows.set_index("key")
+    row = rows.loc["bridge-moonlight-none"]
+    assert row["predicted_bytes"] / 1e9 == pytest.approx(36.8, abs=0.1)
+    assert row["states_on_gpu_bytes"] + row["activation_bytes"] + row["buffer_bytes"] < row["predicted_bytes"] - 4e9
+    assert abs(row["error"]) < 0.01
+
+
 def test_the_command_line_prints_the_validation():
     out = subprocess.run([sys.executable, "-m", "core", "validate", "--memory", "--json"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
