@@ -1,7 +1,7 @@
 """Shared by the tests that run the real engines (PyTorch, DeepSpeed) on the CPU.
 
 Locally they skip, saying how to install the engines, when torch or deepspeed is missing; CI (.ci/run) sets
-REQUIRE_ENGINES=1, which turns that skip into a failure, and installs requirements-engines.txt first.
+REQUIRE_ENGINES=1, which turns that skip into a failure, and runs scripts/install-engines first.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.conftest import required
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ROOT / "tests" / "engines"
-INSTALL = "DS_BUILD_OPS=0 pip install -r requirements-engines.txt -c requirements.txt"
+INSTALL = "scripts/install-engines (requirements-engines.txt, requirements-megatron.txt)"
 
 
 def need(module: str):

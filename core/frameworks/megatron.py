@@ -85,7 +85,7 @@ def block(a: Arch) -> tuple[Kept, ...]:
         kept += [Kept("MLP input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
                  Kept("MLP norm statistics", "token", norm_stats, "rep", NOT_FULL),
                  Kept("fc1 input (norm output)", "h", gemm_in, "rep", NOT_FULL)]
-    kept += _moe(a) if a.moe else _mlp(a, "f", "")
+    kept += moe_layer(a) if a.moe else _mlp(a, "f", "")
     if a.dropout:
         kept.append(Kept("MLP hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
     return tuple(kept)
@@ -150,16 +150,25 @@ def _mlp(a: Arch, width: str, who: str) -> list[Kept]:
             Kept(f"{who}activation output (fc2 input)", width, 1.0 if a.fp8 else 2.0, "tp", NOT_FULL)]
 
 
-def _moe(a: Arch) -> list[Kept]:
-    """A MoE layer (moe_layer.py, TopKRouter, MoEAlltoAllTokenDispatcher, TEGroupedMLP): the router's fp32 scores and
-    routing map, the dispatched tokens (the grouped GEMM's input), each expert's fc1 output and activation, the
-    experts' outputs kept to weigh them by the routing probabilities, and the shared experts' MLP."""
-    return [Kept("router probabilities (fp32) and routing map", "experts", 5.0, "tp", NOT_FULL),
-            Kept("routing indices (int64)", "k", 8.0, "tp", NOT_FULL),
+def moe_layer(a: Arch) -> list[Kept]:
+    """A MoE layer (moe_layer.py, TopKRouter with its auxiliary loss, MoEAlltoAllTokenDispatcher, TEGroupedMLP),
+    replayed at core_v0.14.0 on CPU with saved_tensors_hooks: the router keeps fp32 scores, the routing map and
+    bf16 probabilities (7 bytes per expert and token), the top-k indices, their fp32 weights, the permutation's
+    indices and the permuted bf16 probabilities (22 bytes per routed copy, what is still held when the forward
+    ends); the dispatched tokens are the grouped GEMM's input (tests/test_engine_megatron_moe.py replays it).
+    The routing probabilities are applied inside the activation (experts.py bias_act_func), so the experts'
+    outputs are not kept: a gated MLP's fused weighted SwiGLU keeps the fc1 output and fc2 its input, as the
+    dense MLP; an ungated one keeps the activation's input, its output (read again by the weighting) and the
+    weighted product (fc2's input). The shared experts run as the dense MLP."""
+    kept = [Kept("router scores (fp32), routing map and probabilities", "experts", 7.0, "tp", NOT_FULL),
+            Kept("top-k indices and weights, permutation indices and permuted probabilities", "k", 22.0, "tp",
+                 NOT_FULL),
             Kept("dispatched tokens (grouped GEMM input)", "kh", 1.0 if a.fp8 else 2.0, "tp", NOT_FULL),
-            *_mlp(a, "kf", "routed experts' "),
-            Kept("routed experts' outputs (weighted by the probabilities)", "kh", 2.0, "tp", NOT_FULL),
-            *_mlp(a, "sf", "shared experts' ")]
+            *_mlp(a, "kf", "routed experts' ")]
+    if a.mlp != "swiglu":
+        kept.append(Kept("routed experts' activation output (read by the probability weighting)", "kf", 2.0, "tp",
+                         NOT_FULL))
+    return kept + _mlp(a, "sf", "shared experts' ")
 
 
 def head(a: Arch) -> tuple[Kept, ...]:
