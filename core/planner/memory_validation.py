@@ -59,7 +59,8 @@ def _model(spec: dict) -> dict[str, Any]:
     flags = {k: ("auto" if spec.get(k) is None else str(spec[k]).lower()) for k in ("flash", "dropout")}
     if "preset" in spec:
         return {"model": spec["preset"], "seq": spec.get("seq", 0), **flags}
-    moe = {k: spec[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers") if k in spec}
+    moe = {k: spec[k] for k in ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "mtp_layers")
+           if k in spec}
     moe |= spec.get("mla", {})  # kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim
     return {"model": "custom", "seq": spec["seq"], **flags, **moe,
             **{k: spec[k] for k in ("layers", "hidden", "heads", "vocab", "mlp")},
