@@ -43,3 +43,22 @@ def test_blooms_network_is_in_its_command_and_an_unpublished_question_has_none()
     assert "--inter-bw 6.25" in bloom.known[0] and "--ends-in-split true" in bloom.known[0]
     other = recommend.recommend(planner.plan(PlannerParams(model="llama3-8b", gpus=24, gpu="h100-80gb", batch=48)))
     assert other.known == ()
+
+
+def test_layers_that_do_not_divide_over_the_stages_say_what_times_them_as_run():
+    # The Zero Bubble paper's 1.5B (22 layers, 8 stages, 1F1B at m 24): 1.525 s measured (11.8 samples per GPU per
+    # second). Split evenly the planner times 3 layers and the output layer on the last stage; the run put 2 there.
+    zb = PlannerParams(model="custom", layers=22, hidden=2304, heads=24, kv_heads=24, ffn=9216, vocab=32000, seq=1024,
+                       gpus=8, gpu="a100-80gb", batch=144, mb_sizes=(6.0,), precision="fp16", fix_t=1, fix_p=8, fix_d=1,
+                       schedule="1f1b", flash="false")
+    even = planner.plan(zb)
+    words = [x for x in recommend.recommend(even).limits if "do not split evenly" in x]
+    assert len(words) == 1 and "22 layers do not split evenly over the 8 pipeline stages" in words[0]
+    assert "--account-for-embedding-in-pipeline-split" in words[0]
+    as_run = planner.plan(PlannerParams(**{**zb.__dict__, "ends_in_split": True}))
+    assert not [x for x in recommend.recommend(as_run).limits if "do not split evenly" in x]
+    measured = 144 / (11.8 * 8)
+    assert even.best()["step_time_s"] / measured - 1 == pytest.approx(0.17, abs=0.02)
+    assert as_run.best()["step_time_s"] / measured - 1 == pytest.approx(-0.07, abs=0.02)
+    divides = planner.plan(PlannerParams(**{**zb.__dict__, "layers": 24}))  # 24 layers: nothing to say
+    assert not [x for x in recommend.recommend(divides).limits if "do not split evenly" in x]
