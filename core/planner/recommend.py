@@ -274,7 +274,7 @@ def _uneven(result: PlanResult, best: pd.Series) -> tuple[str, ...]:
     """Layers that do not divide over the stages: the even split is then a bound no framework runs as it is, and the
     placement that counts the embedding and the loss as layers is what a user would run (and time)."""
     p, layers = int(best["p"]), int(result.model.layers)
-    stages = p * chunks_per_device(str(best["schedule"]), int(best["v"]))
+    stages = p * chunks_per_device(str(best["schedule"]), int(best["v"]))  # as checks.warnings counts them
     if p < 2 or result.assumptions.ends_in_split or layers % stages == 0:
         return ()
     return (f"{layers} layers do not split evenly over the {stages} pipeline stages: the step is timed with "
