@@ -105,3 +105,22 @@ def test_a_worker_that_dies_is_reported_and_replaced(pool):
 def test_without_a_pool_the_work_runs_here(monkeypatch):
     monkeypatch.setattr(workers, "WORKERS", 0)
     assert workers.run(workers.register(_pid), False, (), {}) == os.getpid()
+
+
+def test_work_sharing_a_route_finds_its_worker_while_it_is_idle(monkeypatch):
+    # A slider's re-plans share their question's route: the worker that planned it (its caches hold the question)
+    # takes them; while that worker is busy another idle one does, rather than the work waiting
+    monkeypatch.setattr(workers, "WORKERS", 2)
+    workers.shutdown()
+    try:
+        pid, slow = workers.register(_pid), workers.register(_slow)
+        home = workers.run(pid, False, (), {}, route="question")
+        assert {workers.run(pid, False, (), {}, route="question") for _ in range(6)} == {home}
+        with concurrent.futures.ThreadPoolExecutor(1) as other_page:
+            busy = other_page.submit(workers.run, slow, False, (1.0,), {}, None, "question")
+            time.sleep(0.3)
+            assert workers.run(pid, False, (), {}, route="question") not in (home, os.getpid())
+            assert busy.result() == 1.0
+        assert workers.run(pid, False, (), {}, route="question") == home  # idle again: home again
+    finally:
+        workers.shutdown()

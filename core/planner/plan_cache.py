@@ -27,11 +27,16 @@ MAX_BYTES = 96 * 2**20  # the kept entry's arrays (object arrays counted by thei
 _KEPT: dict = {}
 
 
+def question(q: PlannerParams) -> PlannerParams:
+    """The question without the step-time assumptions the kept part ignores: what a re-plan shares with its plan
+    (the page routes both to one worker process by it, ui/planner/cache.py)."""
+    return replace(q, **{k: ASSUMPTIONS[k].default for k in ASSUMPTIONS if k not in KEEP})
+
+
 def key(q: PlannerParams, degrees: np.ndarray, offload_where) -> tuple:
     """The question without the step-time assumptions the kept part ignores, with its searched degrees."""
-    reset = {k: ASSUMPTIONS[k].default for k in ASSUMPTIONS if k not in KEEP}
     where = None if offload_where is None else np.asarray(offload_where).tobytes()
-    return replace(q, **reset), np.asarray(degrees).tobytes(), where
+    return question(q), np.asarray(degrees).tobytes(), where
 
 
 def kept(k: tuple, build: Callable[[], tuple]) -> tuple:

@@ -30,6 +30,7 @@ from core.params.pipeline import PIPELINE
 from core.params.planner import GPU_KEYS, PLAN, PlannerParams
 from core.pipeline.schedules import REGISTRY
 from core.planner import plan as planner
+from core.planner import plan_cache
 from core.planner import result as plan_result
 from core.planner.exports import Export, export_all
 from core.planner.rank_memory import embedding_params
@@ -133,6 +134,13 @@ def _points(frame: pd.DataFrame) -> pd.DataFrame:
 def planned(q: PlannerParams) -> planner.PlanResult:
     """core.planner.plan.plan: every candidate of the question, ranked (the view and the downloads read it)."""
     return planner.plan(q)
+
+
+def question_route(q: PlannerParams) -> str:
+    """A plan's question without the step-time assumptions, as text: the page sends plans that share it to one
+    worker process (ui/shared/workers.py), whose kept structure (core.planner.plan_cache) and simulations then
+    serve a slider's re-plans."""
+    return repr(plan_cache.question(q))
 
 
 def plan_view(q: PlannerParams) -> PlanView:

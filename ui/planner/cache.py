@@ -32,7 +32,7 @@ pipeline_params = pv.pipeline_params
 zero_params = pv.zero_params
 
 
-@cached(max_entries=16, max_size="64MB", hash_funcs=BY_REPR, work=planner_work)
+@cached(max_entries=16, max_size="64MB", hash_funcs=BY_REPR, work=planner_work, route=pv.question_route)
 def plan_view(q: PlannerParams) -> pv.PlanView:
     """core.views.planner.plan_view for one parameter set."""
     return pv.plan_view(q)

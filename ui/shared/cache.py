@@ -44,10 +44,11 @@ DEFAULT_MAX_ENTRIES = 64
 
 def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None = None,
            ttl: float | None = None, hash_funcs: dict | None = None,
-           work: Callable[..., Work] | None = None) -> Callable[[F], F]:
+           work: Callable[..., Work] | None = None, route: Callable[..., Any] | None = None) -> Callable[[F], F]:
     """Decorator: st.cache_data(max_entries=..., show_spinner=False) with our bounds (hash_funcs: as
     st.cache_data's, e.g. a parameter dataclass keyed by its repr instead of Streamlit's field-by-field hash;
-    work: the call's size, see ui/shared/work_limit.py)."""
+    work: the call's size, see ui/shared/work_limit.py; route: of the same arguments, a hashable value that sends
+    calls sharing it to the same worker process while it is idle, where their common part is cached)."""
     if max_entries < 1:
         raise ValueError("max_entries must be at least 1")
 
@@ -62,7 +63,8 @@ def cached(max_entries: int = DEFAULT_MAX_ENTRIES, *, max_size: int | str | None
         def limited(*args, **kwargs):  # what the cache runs on a miss: in a worker process, heavy work in a slot
             size = work(*args, **kwargs)
             with work_limit.slot(size):
-                return workers.run(key, size.release, args, kwargs, work_limit.yield_check())
+                return workers.run(key, size.release, args, kwargs, work_limit.yield_check(),
+                                   route(*args, **kwargs) if route is not None else None)
 
         inner = st.cache_data(limited, max_entries=max_entries, max_size=max_size, ttl=ttl, show_spinner=False,
                               hash_funcs=hash_funcs)

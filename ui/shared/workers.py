@@ -32,15 +32,20 @@ ENV = "DASHBOARD_WORKERS"
 MAX_WORKERS = 64
 NICE = 5  # workers' scheduling priority below the serving process's
 WAIT_POLL_S = 0.1  # how often a waiting session checks whether its page was closed or changed
-# Imported once by the fork server, so a worker starts with them loaded (about 1 s of imports a worker otherwise).
-PRELOAD = ("numpy", "pandas", "core.views.planner", "core.views.pipeline", "core.views.zero")
+# Imported once by the fork server, so a worker starts with them loaded (about 1 s of imports a worker otherwise):
+# the core views, and the page modules whose cached calls run here (importing one registers its functions; it
+# brings Streamlit, 0.4 s that each worker's first plan otherwise waited for).
+PRELOAD = ("numpy", "pandas", "core.views.planner", "core.views.pipeline", "core.views.zero", "ui.planner.cache",
+           "ui.pipeline.cache", "ui.pipeline.memory", "ui.zero.cache")
 CGROUP_V2 = Path("/sys/fs/cgroup/cpu.max")
 CGROUP_V1 = (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
 
 _FUNCS: dict[str, Callable[..., Any]] = {}  # every pooled function by key, in the server and in each worker
 _lock = threading.Lock()
-_pool: cf.ProcessPoolExecutor | None = None
-_free: threading.BoundedSemaphore | None = None  # idle workers: work waits here, where withdrawing it is certain
+_idle = threading.Condition()  # a worker became idle (and guards _busy)
+_pools: list[cf.ProcessPoolExecutor] | None = None  # one single-process executor per worker, so work can pick one
+_busy: list[bool] = []
+_generation = 0  # counts pool starts: a finished future of a dropped pool does not free a worker of the new one
 _warmed = False
 
 
@@ -116,25 +121,27 @@ def _lower_priority() -> None:
         os.nice(NICE)
 
 
-def pool() -> cf.ProcessPoolExecutor | None:
-    """The server's pool, started on first use; None when DASHBOARD_WORKERS is 0."""
-    return _started()[0]
+def pool() -> list[cf.ProcessPoolExecutor] | None:
+    """The server's workers (one executor each), started on first use; None when DASHBOARD_WORKERS is 0."""
+    return _started()
 
 
-def _started() -> tuple[cf.ProcessPoolExecutor | None, threading.BoundedSemaphore | None]:
-    """(pool, its idle workers), started on first use, read together so a restart cannot pair them wrongly."""
-    global _pool, _free
+def _started() -> list[cf.ProcessPoolExecutor] | None:
+    global _pools, _busy, _generation
     if WORKERS == 0:
-        return None, None
+        return None
     with _lock:
-        if _pool is None:
+        if _pools is None:
             if SETTING_NOTE:
                 print(f"dashboard: {SETTING_NOTE}", file=sys.stderr)  # the operator's log, once per pool
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(list(PRELOAD))
-            _pool = cf.ProcessPoolExecutor(max_workers=WORKERS, mp_context=ctx, initializer=_lower_priority)
-            _free = threading.BoundedSemaphore(WORKERS)
-        return _pool, _free
+            with _idle:
+                _busy = [False] * WORKERS
+                _generation += 1
+            _pools = [cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_lower_priority)
+                      for _ in range(WORKERS)]
+        return _pools
 
 
 def warm() -> None:
@@ -144,29 +151,53 @@ def warm() -> None:
         if _warmed:
             return
         _warmed = True
-    p = pool()
-    if p is not None:
-        threading.Thread(target=lambda: [f.result() for f in [p.submit(_ready) for _ in range(WORKERS)]],
+    pools = pool()
+    if pools is not None:
+        threading.Thread(target=lambda: [f.result() for f in [p.submit(_ready) for p in pools]],
                          name="workers-warm", daemon=True).start()
 
 
-def run(key: str, release: bool, args: tuple, kwargs: dict, check: Callable[[], None] | None = None) -> Any:
+def _take(route: object, check: Callable[[], None] | None) -> tuple[int, int]:
+    """An idle worker, marked busy: the one `route` names (hash modulo the workers) when it is idle, else any idle
+    one. A question's re-plans share their route, so they find the worker whose caches (the plan's kept structure,
+    its simulations; core.planner.plan_cache) already hold it. Waits until a worker is idle, checking `check`."""
+    with _idle:
+        n = len(_busy)
+        first = hash(route) % n if route is not None else 0
+        while True:
+            for i in [first, *(j for j in range(n) if j != first)]:
+                if not _busy[i]:
+                    _busy[i] = True
+                    return i, _generation
+            _idle.wait(WAIT_POLL_S)  # the executor would pass queued work to a worker ahead of time, out of
+            if check is not None:  # Future.cancel's reach: it waits here until a worker is idle
+                check()
+
+
+def _give_back(i: int, generation: int) -> None:
+    with _idle:
+        if generation == _generation:
+            _busy[i] = False
+        _idle.notify_all()
+
+
+def run(key: str, release: bool, args: tuple, kwargs: dict, check: Callable[[], None] | None = None,
+        route: object = None) -> Any:
     """The registered function's result, computed in a worker (in this process when there is no pool). `check`
-    raises when the waiting session's page was closed or changed: queued work is then withdrawn."""
-    p, free = _started()
-    if p is None:
+    raises when the waiting session's page was closed or changed: queued work is then withdrawn. `route` (hashable)
+    sends work with the same route to the same worker while it is idle (`_take`)."""
+    pools = _started()
+    if pools is None:
         return _run(key, False, args, kwargs)
-    while not free.acquire(timeout=WAIT_POLL_S):  # the executor would pass queued work to a worker ahead of time,
-        if check is not None:  # out of Future.cancel's reach: it waits here until a worker is idle
-            check()
+    i, generation = _take(route, check)
     try:
-        future = p.submit(_run, key, release, args, kwargs)
+        future = pools[i].submit(_run, key, release, args, kwargs)
     except BaseException as exc:
-        free.release()
+        _give_back(i, generation)
         if isinstance(exc, cf.process.BrokenProcessPool):
             _broken()
         raise
-    future.add_done_callback(lambda _: free.release())
+    future.add_done_callback(lambda _: _give_back(i, generation))
     while True:
         try:
             return future.result(timeout=WAIT_POLL_S)
@@ -186,8 +217,9 @@ def _broken() -> None:
 
 def shutdown(wait: bool = True) -> None:
     """Stop the workers (tests; a broken pool); queued work is withdrawn."""
-    global _pool
+    global _pools
     with _lock:
-        if _pool is not None:
-            _pool.shutdown(wait=wait, cancel_futures=True)
-            _pool = None
+        if _pools is not None:
+            for p in _pools:
+                p.shutdown(wait=wait, cancel_futures=True)
+            _pools = None
