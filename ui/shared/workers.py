@@ -3,9 +3,11 @@
 Python runs one thread at a time in a process: a Streamlit server that plans, simulates and draws in its own
 interpreter uses one core however many the machine has, and one student's plan holds every other student's page.
 A cached core call that declares its work (ui/shared/cache.py `cached(work=...)`) therefore runs, on a cache miss,
-in a pool of worker processes (`concurrent.futures.ProcessPoolExecutor`, started by a fork server so no worker
-inherits the server's threads); its result comes back pickled and is cached in the server as before, per parameter
-set and shared by every session. The server process only waits, and while it waits it serves other pages.
+in a worker process (one single-process `concurrent.futures.ProcessPoolExecutor` each, started by a fork server so
+no worker inherits the server's threads); its result comes back pickled and is cached in the server as before, per
+parameter set and shared by every session. A call may name a route (ui/shared/cache.py `route=`): calls sharing it
+go to the same worker while it is idle, where what they share is still cached (a plan's re-plans under other
+step-time assumptions). The server process only waits, and while it waits it serves other pages.
 
 DASHBOARD_WORKERS sets the pool: `auto` (the default) = the CPUs this process may use (its affinity, capped by a
 container's CPU quota: `docker run --cpus 4` gives 4), a number = that many (at most MAX_WORKERS), 0 = no pool (the
@@ -127,6 +129,7 @@ def pool() -> list[cf.ProcessPoolExecutor] | None:
 
 
 def _started() -> list[cf.ProcessPoolExecutor] | None:
+    """The workers' executors, started on first use (all idle, a new generation)."""
     global _pools, _busy, _generation
     if WORKERS == 0:
         return None
