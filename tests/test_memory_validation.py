@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from core.memory import framework_terms as terms
-from core.memory import per_gpu
+from core.memory import per_gpu, states
 from core.params.catalog import document
 from core.planner import memory_accuracy, memory_validation
 from scripts import fit_memory, memory_table
@@ -120,15 +120,20 @@ def test_the_allocator_terms():
 
 
 def test_the_optimizer_steps_own_bytes():
-    # DeepSpeed keeps every group's fp32 gradient partition until its step ends (4 bytes each, all groups together);
-    # Transformer Engine's FusedAdam under Megatron's precision-aware optimizer copies both bf16 moments of one
-    # parameter group to fp32 (8 bytes each with Adam's K = 12), the dense and expert optimizers one after the other
+    # DeepSpeed keeps every group's fp32 gradient partition until its step ends (4 bytes each, all groups together)
     shards = ((8e9, 4), (1.8e9, 1))  # dense 8 B sharded over 4 ranks (ZeRO-1), experts 1.8 B at expert-dp 1
     assert terms.step_extra("deepspeed", shards, 1) == pytest.approx(4 * (2e9 + 1.8e9))
-    assert terms.step_extra("megatron", shards, 1, "bf16", 12.0) == pytest.approx(8 * 2e9)
-    assert terms.step_extra("megatron", ((1e9, 4), (1.8e9, 1)), 1, "bf16", 12.0) == pytest.approx(8 * 1.8e9)
-    assert terms.step_extra("megatron", shards, 1, "fp32", 12.0) == 0.0  # fused Adam in place
-    assert terms.step_extra("torch", shards, 1, "bf16", 12.0) == 0.0
+    assert terms.step_extra("megatron", shards, 1) == 0.0 and terms.step_extra("torch", shards, 1) == 0.0
+    # Transformer Engine's FusedAdam under Megatron's precision-aware optimizer copies both bf16 moments of one
+    # parameter group to fp32: 8 bytes per parameter against the 6 it stores (bf16 moments, int16 master
+    # remainders), for the larger optimizer on the GPU; none where the optimizer is offloaded, none in fp32
+    stored = terms.state_kwargs("megatron", states.ADAM_MIXED, False, 1.0, "bf16", "bf16")["k"]
+    assert stored == 6.0
+    dense, experts = 6.0 * 2e9, 6.0 * 1.8e9  # their optimizers' bytes on the GPU
+    assert terms.moment_copies("megatron", "bf16", 12.0, stored, (dense, experts)) == pytest.approx(8 * 2e9)
+    assert terms.moment_copies("megatron", "bf16", 12.0, stored, (0.0, 0.0)) == 0.0  # offloaded to the CPU
+    assert terms.moment_copies("megatron", "fp32", 12.0, 12.0, (dense, experts)) == 0.0  # fused Adam in place
+    assert terms.moment_copies("torch", "bf16", 12.0, stored, (dense, experts)) == 0.0
 
 
 def test_moonlight_peaks_in_its_optimizer_step(result):

@@ -73,25 +73,31 @@ def grads_at_peak(key: str, grads, psi_rank, grad_bytes, p, m, tp_embedding=0.0)
     return np.where(m > 1, np.where(p > 1, held, grads), 0.0)
 
 
-def step_extra(key: str, shards, zero, optimizer_dtype: str = "fp32", k: float = 12.0) -> np.ndarray:
-    """Bytes the optimizer step allocates beyond the model states. `shards`: (parameters, ZeRO group) of each of
-    this rank's optimizers (dense, experts). DeepSpeed casts every group's gradient partition to fp32 and keeps them
-    all until the step ends (stage_1_and_2.py single_grad_partition): 4 bytes per parameter of the shards together.
-    Megatron-LM's precision-aware optimizer with bf16 moments steps through Transformer Engine's FusedAdam, which
-    makes an fp32 copy of both moments of every parameter of a parameter group before its one fused kernel
-    (fused_adam.py step: get_unscaled_state is `.float()` for bf16 states, gathered in unscaled_lists): the
-    moments' fp32 bytes (K less the master) for the largest group, the dense and expert optimizers stepping one
-    after the other. Otherwise Megatron's and torchtitan's fused Adam step in place (torchtitan's default since
-    February 2025; its earlier foreach AdamW made one fp32 temporary per shard, below the activation peak of the
-    runs measured)."""
+def step_extra(key: str, shards, zero) -> np.ndarray:
+    """Bytes DeepSpeed's optimizer step allocates beyond the model states: it casts every group's gradient partition
+    to fp32 and keeps them all until the step ends (stage_1_and_2.py single_grad_partition), 4 bytes per parameter
+    of `shards` together ((parameters, ZeRO group) of each of this rank's optimizers: dense, experts). Megatron's and
+    torchtitan's fused Adam step in place (torchtitan's default since February 2025; its earlier foreach AdamW made
+    one fp32 temporary per shard, below the activation peak of the runs measured); see also moment_copies."""
     zero = np.asarray(zero)
     local = [np.asarray(psi, dtype=float) / np.where(zero >= 1, np.asarray(group, dtype=float), 1.0)
              for psi, group in shards]
     if key == "deepspeed":
         return 4.0 * sum(local)
-    if key == "megatron" and optimizer_dtype == "bf16":
-        return max(float(k) - MASTER, 0.0) * np.maximum.reduce(np.broadcast_arrays(*local))
     return np.zeros(np.broadcast(*local).shape)
+
+
+def moment_copies(key: str, optimizer_dtype: str, k: float, stored_k: float, optimizer_on_gpu) -> np.ndarray:
+    """Bytes Megatron-LM's precision-aware optimizer with bf16 moments adds in its step: it steps through Transformer
+    Engine's FusedAdam, which makes an fp32 copy of both moments of every parameter of a parameter group before its
+    one fused kernel (fused_adam.py step: get_unscaled_state is `.float()` for bf16 states, gathered in
+    unscaled_lists). Per parameter that is the moments' fp32 bytes (K less the master) against the `stored_k` bytes
+    the optimizer keeps, applied to the larger of the dense and expert optimizers' bytes on the GPU
+    (`optimizer_on_gpu`; they step one after the other; an optimizer offloaded to the CPU copies there)."""
+    on_gpu = np.maximum.reduce(np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in optimizer_on_gpu)))
+    if key != "megatron" or optimizer_dtype != "bf16" or stored_k <= 0:
+        return np.zeros(on_gpu.shape)
+    return max(float(k) - MASTER, 0.0) / float(stored_k) * on_gpu
 
 
 def buffer_bytes(key: str, zero) -> np.ndarray:

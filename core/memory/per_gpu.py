@@ -366,8 +366,9 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     grads = terms.grads_at_peak(key, dense["grads"], psi_rank, dense_kw["grad_bytes"], p, m_step, tp_embedding)
     expert_grads = terms.grads_at_peak(key, ex["grads"], ex["rank"], expert_kw["grad_bytes"], p, m_step)
     on_gpu = sum(dense[c] + ex[c] for c in COMPONENTS)  # every state the optimizer step holds, gradients included
-    step = on_gpu + terms.step_extra(key, ((psi_rank, group), (ex["rank"], ex["group"])), zero,
-                                     cfg.training.optimizer_dtype, cfg.training.bytes_per_param.k)
+    step = (on_gpu + terms.step_extra(key, ((psi_rank, group), (ex["rank"], ex["group"])), zero)
+            + terms.moment_copies(key, cfg.training.optimizer_dtype, cfg.training.bytes_per_param.k, dense_kw["k"],
+                                  (dense["optimizer"], ex["optimizer"])))
     buffers = np.broadcast_to(terms.buffer_bytes(key, zero), shape)
     tr = cfg.training
     upcast = key == "textbook" or loss_of(key, tr.loss, tr.compiled) is accounting(key).loss
