@@ -44,20 +44,20 @@ from core.frameworks.records import (
     StateBytes,
 )
 
-RELEASE = "core_v0.14.0"
+READ_AT = "core_v0.14.0"  # the release the memory accounting here was read at (RELEASE, below: what it runs)
 MIB = float(1 << 20)
 
 STATES = StateBytes(
     param=2.0, grad=4.0, master=4.0,
     sharded_from=(("params", 3), ("grads", 2), ("optimizer", 1)),
-    source=f"Megatron-LM {RELEASE} docs/source/api-guide/dist_optimizer.md: bf16 params + fp32 grads, 18 bytes per "
+    source=f"Megatron-LM {READ_AT} docs/source/api-guide/dist_optimizer.md: bf16 params + fp32 grads, 18 bytes per "
            "parameter, 6 + 12/d with --use-distributed-optimizer (ZeRO-1 here); Megatron-FSDP "
            "--data-parallel-sharding-strategy optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3); under --fp16 the "
            "buffer keeps the parameters' dtype: arguments.py forces accumulate_allreduce_grads_in_fp32 only for bf16",
     grad_fp16=2.0)
 
 LOSS = Loss(held=4.0, peak=6.0,
-            source=f"Megatron-LM {RELEASE} megatron/core/tensor_parallel/cross_entropy.py: "
+            source=f"Megatron-LM {READ_AT} megatron/core/tensor_parallel/cross_entropy.py: "
                    "vocab_parallel_logits.float(), in-place softmax kept by ctx.save_for_backward(exp_logits, ...)")
 
 BUFFERS = Buffers(
@@ -180,7 +180,7 @@ def head(a: Arch) -> tuple[Kept, ...]:
 
 
 ACCOUNTING = Accounting(
-    key="megatron", label="Megatron-LM (Megatron-Core + Transformer Engine)", version=RELEASE, states=STATES,
+    key="megatron", label="Megatron-LM (Megatron-Core + Transformer Engine)", version=READ_AT, states=STATES,
     block=block, head=head, loss=LOSS, buffers=BUFFERS,
     selective="the core attention is recomputed (recompute_modules ['core_attn']): with a fused kernel only its "
               "statistics, with the unfused one the s x s matrices")
