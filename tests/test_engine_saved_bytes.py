@@ -13,6 +13,7 @@ import pytest
 
 from core.memory import activations
 from tests.engine_support import need
+from tests.engines.saved_bytes import kept_bytes
 
 LLAMA = dict(hidden=256, heads=8, kv_heads=2, ffn=688)  # grouped-query attention, 4 query heads per K/V head
 
@@ -35,23 +36,17 @@ def _saved(torch, inner, b: int, s: int, checkpoint: bool, hidden: int = LLAMA["
     pos = torch.arange(s).unsqueeze(0)
     cos, sin = inner.rotary_emb(leaf, pos)
     skip |= {cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()}
-    kept: dict[int, int] = {}
+    kw = dict(attention_mask=None, position_embeddings=(cos, sin), position_ids=pos)
 
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in skip:
-            kept[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    def forward():
         x = leaf.clone()  # the layer's input is a non-leaf, as the previous layer's output is
-        kw = dict(attention_mask=None, position_embeddings=(cos, sin), position_ids=pos)
         if checkpoint:
-            out = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False, **kw)
-        else:
-            out = layer(x, **kw)
+            return torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False, **kw)
+        return layer(x, **kw)
+
+    got, out = kept_bytes(torch, forward, skip)
     (out[0] if isinstance(out, tuple) else out).float().sum().backward()  # the graph was a real one
-    return sum(kept.values())
+    return got
 
 
 def _modelled(b: int, s: int, recompute: str) -> float:

@@ -12,10 +12,11 @@ import contextlib
 import json
 import socket
 import sys
-import weakref
 
 import torch
 import torch.distributed as dist
+
+from tests.engines.saved_bytes import kept_bytes
 
 
 class _Stream:
@@ -47,7 +48,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def kept_bytes(case: dict) -> int:
+def moe_kept_bytes(case: dict) -> int:
     """Bytes of every storage one MoE layer's forward keeps for its backward, parameters and the layer's input left
     out, each storage once."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -71,17 +72,7 @@ def kept_bytes(case: dict) -> int:
     torch.manual_seed(0)
     x = torch.randn(case["tokens"], 1, case["hidden"], dtype=torch.bfloat16, requires_grad=True)
     skip = {p.untyped_storage().data_ptr() for p in layer.parameters()} | {x.untyped_storage().data_ptr()}
-    saved = []  # weak: a tensor saved by a node the forward drops is freed, and its address may be reused
-
-    def pack(t):
-        saved.append(weakref.ref(t))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out, _ = layer(x)
-    alive = (ref() for ref in saved)
-    kept = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in alive if t is not None}
-    total = sum(n for ptr, n in kept.items() if ptr not in skip)
+    total, (out, _) = kept_bytes(torch, lambda: layer(x), skip)
     out.float().sum().backward()  # the graph was a real one
     return total
 
@@ -93,7 +84,7 @@ def main() -> None:
 
     parallel_state.initialize_model_parallel(1, 1)
     cases = json.loads(sys.argv[1])
-    print("moe kept bytes " + json.dumps({name: kept_bytes(case) for name, case in cases.items()}), flush=True)
+    print("moe kept bytes " + json.dumps({name: moe_kept_bytes(case) for name, case in cases.items()}), flush=True)
     dist.destroy_process_group()
 
 
