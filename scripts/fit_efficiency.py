@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.cli import spec_args  # noqa: E402
-from core.cost import calibration  # noqa: E402
+from core.cost import calibration, releases  # noqa: E402
 from core.model import presets  # noqa: E402
 from core.planner import validation  # noqa: E402
 
@@ -105,6 +105,15 @@ FITS["megatron_deepspeed"] = {
     "bounds_why": "a search range rather than a physical bound: from 1 (the calibrated Megatron-LM rates, nothing "
                   "lost) down to 0.5 (every kernel at half of them); the fit lands well inside it",
 }
+# Fits of a software release (assets/releases.json, core.cost.releases): the kernels that release's own vendor table
+# identifies, fitted on its dense rows (their `fitted_by`) and stored with the release, not in a record.
+for _release in ("bridge-25.09", "bridge-26.04"):
+    FITS[_release] = {
+        "release": _release,
+        "bounds": {"h100-fp8:gemm_eff": (0.4, 0.709, 7), "h100-16bit:flash_eff": (0.337, 0.75, 8)},
+        "fitted_by": f"scripts/fit_efficiency.py fit '{_release}'",
+    }
+WRITE = False  # --write: release fits store their own file as they finish
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
 # Why each record's bounds are where they are (written into the file with the fit).
@@ -223,12 +232,16 @@ def _paper(source: str) -> str:
 
 
 def _records(group: str) -> list[str]:
-    return list(FITS[group]["sets"])
+    return list(FITS[group].get("sets", ()))
 
 
 @contextmanager
-def _trial(values: dict[str, float]) -> Iterator[None]:
-    """Every record of `values` ("record:name" keys) tried at once."""
+def _trial(values: dict[str, float], release: str | None = None) -> Iterator[None]:
+    """Every record of `values` ("record:name" keys) tried at once; under `release`, as that release's values."""
+    if release is not None:
+        with releases.trial(release, **values):
+            yield
+        return
     with ExitStack() as stack:
         by_record: dict[str, dict[str, float]] = {}
         for name, value in values.items():
@@ -257,7 +270,7 @@ def calibration_errors(group: str, values: dict[str, float]) -> dict[str, np.nda
     """Errors of the fit group's calibration rows under `values`, grouped by publication."""
     wanted = {r["key"] for r in group_rows(group)}
     records, assumed = _split(values)
-    with _trial(records):
+    with _trial(records, FITS[group].get("release")):
         steps = validation.step_rows(assumed, roles=("calibration",), keep=lambda r: r["key"] in wanted)
         layers = validation.layer_rows() if "a100-16bit" in _records(group) else None
     out: dict[str, list] = {}
@@ -300,10 +313,10 @@ def fit(group: str) -> tuple[dict[str, float], float]:
 
 
 def _summary(result: validation.Validation, key: str) -> dict:
-    """Calibration and held-out errors of the rows that use record `key`."""
+    """Calibration and held-out errors of the rows that use record `key` as it is (a release fit's rows aside)."""
     steps = result.matched
     rows = {r["key"]: r for r in validation.data()["rows"]}
-    mine = steps[[record_of(rows[k]) == key for k in steps["key"]]]
+    mine = steps[[record_of(rows[k]) == key and validation.release(rows[k]) == releases.base() for k in steps["key"]]]
     fitted = {r["key"] for r in calibration_rows(key)}
     parts = {"calibration": mine[mine["key"].isin(fitted)], "held-out": mine[mine["role"] == "held-out"]}
     out = {}
@@ -368,6 +381,27 @@ def _store_assumption_fit(doc: dict, group: str, values: dict[str, float], cost:
         print(json.dumps({name: record}, indent=2))
 
 
+def _store_release_fit(group: str, values: dict[str, float], cost: float) -> None:
+    """A release's fitted kernels in assets/releases.json (the loaded copy too, so later fits and summaries see
+    them), with the errors of its own rows and of every row timed with it."""
+    release = FITS[group]["release"]
+    path = ROOT / "assets" / "releases.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    for target in (doc["releases"][release], releases.entry(release)):
+        target["values"] = dict(values)
+    releases.values.cache_clear()
+    steps = validation.validate().matched
+    mine = steps[steps["release"].map(releases.fitted_by) == release]
+    fit = doc["releases"][release]["fit"]
+    fit.update({"rows": [r["key"] for r in group_rows(group)], "fitted_by": FITS[group]["fitted_by"],
+                "objective": "mean squared log(predicted / published) over the set", "cost": round(cost, 6),
+                "errors": {k: round(float(e), 4) for k, e in zip(mine["key"], mine["error"], strict=True)},
+                "script": "scripts/fit_efficiency.py"})
+    print(json.dumps({release: doc["releases"][release]}, indent=2))
+    if WRITE:
+        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+
+
 # The rows outside a subset fit's sources that run its mechanism, whose errors its record keeps.
 HELD_OUT = {"moe_overlap": ("mb2509-deepseekv3-1024", "mb260401-qwen3_235b_a22b-256"),
             "megatron_deepspeed": ("bloom-176b-384", "mtnlg-530b-2240", "mtnlg-530b-2800", "mtnlg-530b-3360")}
@@ -379,6 +413,8 @@ def main() -> int:
     parser.add_argument("--fit", choices=tuple(FITS), action="append", help="run only this fit (repeatable)")
     spec_args.switch(parser, "--measurements", help="only print the values the kernel measurements fix, and how")
     args = parser.parse_args()
+    global WRITE
+    WRITE = bool(args.write)
     path = ROOT / "assets" / "efficiency.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
     fixed = apply_measured(doc)
@@ -390,6 +426,9 @@ def main() -> int:
         records, assumed = _split(values)
         if assumed:
             _store_assumption_fit(doc, group, values, cost, validation.validate(assumed))
+            continue
+        if "release" in FITS[group]:
+            _store_release_fit(group, values, cost)
             continue
         for name, value in values.items():
             record, param = name.split(":")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from core.cost import releases
 from core.params.catalog import calibration_families, document
 from core.params.planner import FLASH_KERNELS
 
@@ -97,15 +98,16 @@ def keys() -> tuple[str, ...]:
 
 
 
-def for_family(family: str, precision: str) -> Calibration:
+def for_family(family: str, precision: str, release: str = "") -> Calibration:
     """The record of `family` at `precision` ("fp16" and "bf16" are "16-bit"); FP8 without its own FP8 record uses
-    the family's 16-bit one (an FP8 GEMM then sustains the 16-bit fraction of the FP8 peak: an assumption)."""
+    the family's 16-bit one (an FP8 GEMM then sustains the 16-bit fraction of the FP8 peak: an assumption).
+    release: the software release (core.cost.releases) whose fitted kernels replace the record's; "" = the base."""
     wanted = "fp8" if precision == "fp8" else "16-bit"
     found = {(e["family"], e["precision"]): k for k, e in _document()["calibrations"].items()}
     key = found.get((family, wanted)) or found.get((family, "16-bit"))
     if key is None:
         raise KeyError(f"no calibration for GPU family {family!r}; the file has {', '.join(calibration_families())}")
-    return record(key)
+    return releases.apply(record(key), release) if release else record(key)
 
 
 def fixed() -> Mapping[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.cost import calibration
+from core.cost import calibration, releases
 from core.model.config import GpuSpec
 
 
@@ -39,6 +39,7 @@ class Rates:
     calibration: str = ""  # the key of the record the fractions came from (and the FP8 one's, after a +)
     flash_kernel: str = "flash-attn-2"  # which fused attention kernel flash_eff is (calibration.FLASH_KERNELS)
     share: float = 1.0  # the training software's share of the calibrated fractions, already in them (compute_stack)
+    release: str = ""  # the software release whose fitted kernels replace the records' (core.cost.releases)
 
     @property
     def linear(self) -> tuple[float, float, float]:
@@ -48,18 +49,19 @@ class Rates:
 
     @classmethod
     def of(cls, gpu: GpuSpec, eff: float = 0.0, mem_eff: float = 0.0, fp8: bool = False,
-           flash_kernel: str = "flash-attn-2", share: float = 1.0) -> Rates:
+           flash_kernel: str = "flash-attn-2", share: float = 1.0, release: str = "") -> Rates:
         """The rates of `gpu`; eff / mem_eff > 0 override the GPU's (or the calibrated) fractions. fp8: the linear
         layers run at the FP8 tensor peak at the FP8 record's fraction (the attention core and the output layer
         stay 16-bit, as Transformer Engine recipes and DeepSeek-V3 do). flash_kernel: which fused attention kernel
         a flash model runs (FlashAttention-2, or the Triton kernel of flash-attn 1.0.x), each at its own rate.
         share: the training software's share of all those rates (core.cost.step_input.Assumptions.compute_share:
-        1 for the software the calibration sets ran)."""
-        base = calibration.for_family(gpu.calibration, "16-bit")
+        1 for the software the calibration sets ran). release: the software release whose fitted kernels replace
+        the records' (core.cost.releases; "" = the base records)."""
+        base = calibration.for_family(gpu.calibration, "16-bit", release)
         fixed = calibration.fixed()
         gemm = eff or gpu.gemm_eff or base.gemm_eff
         linear = gpu.peak_flops_fp8 if fp8 and gpu.peak_flops_fp8 is not None else gpu.peak_flops
-        low = calibration.for_family(gpu.calibration, "fp8") if linear != gpu.peak_flops else base
+        low = calibration.for_family(gpu.calibration, "fp8", release) if linear != gpu.peak_flops else base
         return cls(peak=gpu.peak_flops, linear_peak=linear, bandwidth=gpu.mem_bytes_per_s, sms=gpu.sms,
                    gemm_eff=share * float(gemm), mem_eff=share * float(mem_eff or gpu.mem_eff or base.mem_eff),
                    gemm_k0=base.gemm_k0, tile_m=int(fixed["tile_m"]), tile_n=int(fixed["tile_n"]),
@@ -67,19 +69,31 @@ class Rates:
                    flash_s0=float(fixed["flash_s0"]),
                    linear_eff=share * float(eff or (gemm if low is base else low.gemm_eff)), linear_k0=low.gemm_k0,
                    calibration=base.key + (f" + {low.key}" if low is not base else ""), flash_kernel=flash_kernel,
-                   share=float(share))
+                   share=float(share), release=release)
+
+    def _release(self) -> str:
+        """What the release replaces in these records, in words ("" when it replaces nothing)."""
+        keys = self.calibration.split(" + ")
+        if not self.release or not any(k in releases.values(self.release) for k in keys):
+            return ""
+        return f"; timed as {releases.note(self.release)}"
+
+    def _kernel(self, cal: calibration.Calibration) -> str:
+        """The fused attention kernel the rate is for: the named one, or the release's where its fit replaced it."""
+        field = calibration.FLASH_FIELD[self.flash_kernel]
+        return f"release {self.release}'s fused attention" if "release" in cal.source(field) else self.flash_kernel
 
     def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
         """The efficiency parameters as assumption rows (value, unit, source), for --explain and the page."""
         keys = self.calibration.split(" + ")
-        cal = calibration.record(keys[0])
-        low = calibration.record(keys[-1])
+        cal, low = (releases.apply(calibration.record(k), self.release) if self.release else calibration.record(k)
+                    for k in (keys[0], keys[-1]))
         meaning, sources = calibration.meaning(), calibration.fixed_sources()
         borrowed = f" ({gpu.calibration_note})" if gpu is not None and gpu.calibration_note else ""
         scaled = "" if self.share == 1.0 else f"; x {self.share:g}, the training software's share (compute_stack)"
         out = [
             {"key": "calibration", "label": "Calibration record", "value": self.calibration, "unit": "",
-             "why": f"the {cal.family.upper()} family's fractions (assets/efficiency.json){borrowed}"},
+             "why": f"the {cal.family.upper()} family's fractions (assets/efficiency.json){borrowed}{self._release()}"},
             {"key": "gemm_eff", "label": "Large-GEMM fraction of peak", "value": self.gemm_eff, "unit": "",
              "why": f"{meaning['gemm_eff']}; {cal.source('gemm_eff')}{scaled}"},
             {"key": "mem_eff", "label": "Achieved fraction of memory bandwidth", "value": self.mem_eff, "unit": "",
@@ -88,13 +102,13 @@ class Rates:
              "why": f"{meaning['gemm_k0']}; {cal.source('gemm_k0')}"},
             {"key": "tile", "label": "GEMM output tile", "value": f"{self.tile_m} x {self.tile_n}", "unit": "",
              "why": f"{sources['tile_m']}; tiles run in waves of {self.sms} SMs (wave quantisation)"},
-            {"key": "flash_eff", "label": f"Flash-attention fraction of peak ({self.flash_kernel})",
+            {"key": "flash_eff", "label": f"Flash-attention fraction of peak ({self._kernel(cal)})",
              "value": self.flash_eff, "unit": "", "why": f"{meaning[calibration.FLASH_FIELD[self.flash_kernel]]}; "
                                                          f"{cal.source(calibration.FLASH_FIELD[self.flash_kernel])}{scaled}"},
             {"key": "flash_s0", "label": "Flash-attention per-tile overhead", "value": self.flash_s0, "unit": "keys",
              "why": sources["flash_s0"]},
         ]
-        if low is not cal:
+        if len(keys) > 1:
             peak, eff, k0 = self.linear
             out += [
                 {"key": "fp8_gemm_eff", "label": "FP8 GEMM fraction of the FP8 peak", "value": eff, "unit": "",

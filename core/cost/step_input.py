@@ -26,6 +26,7 @@ class Assumptions:
     mem_eff: float = ASSUMPTIONS["mem_eff"].default
     flash_kernel: str = ASSUMPTIONS["flash_kernel"].default
     compute_stack: str = ASSUMPTIONS["compute_stack"].default
+    release: str = ASSUMPTIONS["release"].default
     megatron_deepspeed_share: float = ASSUMPTIONS["megatron_deepspeed_share"].default
     comm_eff: float = ASSUMPTIONS["comm_eff"].default
     tp_overlap: float = ASSUMPTIONS["tp_overlap"].default
@@ -80,7 +81,7 @@ class Assumptions:
         return self.megatron_deepspeed_share if self.compute_stack == "megatron-deepspeed" else 1.0
 
     def rates(self, gpu: GpuSpec, fp8: bool = False) -> Rates:
-        return Rates.of(gpu, self.eff, self.mem_eff, fp8, self.flash_kernel, self.compute_share)
+        return Rates.of(gpu, self.eff, self.mem_eff, fp8, self.flash_kernel, self.compute_share, self.release)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a cal
 COMPUTE_STACKS = ("megatron-lm", "megatron-deepspeed")
 CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.cost.ring_attention)
 MOE_DISPATCHERS = ("alltoall", "deepep")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
+RELEASES = tuple(document("releases.json")["releases"])  # software releases with vendor tables (core.cost.releases)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
 def _fitted(name: str) -> float:
@@ -110,6 +111,13 @@ ASSUMPTIONS = table(
               "(Megatron-LM, Megatron-Core, NeMo). megatron-deepspeed: the Megatron-DeepSpeed fork under DeepSpeed's "
               "engine, as BLOOM (2022) and MT-NLG (2021) ran it, whose every compute rate is "
               "megatron_deepspeed_share of the calibrated one."),
+    Spec("release", "choice", RELEASES[-1], choices=RELEASES, label="Software release",
+         help="Which release of the Megatron-Core stack the kernels are timed as (assets/releases.json). Each release "
+              "with a DGX-H100 vendor table of its own (Megatron-Bridge 25.09 and 26.04) has its FP8 GEMM and fused "
+              "attention fractions fitted on it; the others time with the nearest earlier fitted release. The default "
+              "is the newest release with a public DGX-H100 row; nemo-24.07 = the base records, fitted on NeMo 24.07's "
+              "and Megatron-Core r0.8's tables (mid-2024). Only H100 records have release fits; other GPUs time as "
+              "the base records whatever the release."),
     Spec("megatron_deepspeed_share", "float", _fitted("megatron_deepspeed_share"), 0.3, 1.0,
          label="Megatron-DeepSpeed's share of the compute rates",
          help="Under compute_stack megatron-deepspeed, the share of the calibrated GEMM, attention and memory "
@@ -441,6 +449,7 @@ class PlannerParams:
     mem_eff: float = PLAN["mem_eff"].default
     flash_kernel: str = PLAN["flash_kernel"].default
     compute_stack: str = PLAN["compute_stack"].default
+    release: str = PLAN["release"].default
     megatron_deepspeed_share: float = PLAN["megatron_deepspeed_share"].default
     comm_eff: float = PLAN["comm_eff"].default
     tp_overlap: float = PLAN["tp_overlap"].default
