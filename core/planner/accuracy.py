@@ -22,7 +22,7 @@ LARGE_GPUS = 1000  # "large": a run of at least this many GPUs
 
 @dataclass(frozen=True)
 class Accuracy:
-    held_rows: int  # held-out runs of the modelled frameworks
+    held_rows: int  # held-out runs of the modelled frameworks (each timed as the release it ran)
     held_sources: int
     held_mean: float  # mean |error|, fractions; error = predicted / published - 1
     held_max: float
@@ -32,13 +32,16 @@ class Accuracy:
     large_signed: float
     large_low: float  # the most optimistic (the published run slowest against the prediction)
     large_high: float
+    release_rows: int = 0  # fitted releases' own rows, timed with another release's fit (validation.cross_release)
+    release_shift: float = 0.0  # the largest |signed mean error| of those: how far the same layouts move between them
 
     def words(self) -> tuple[str, ...]:
         """The two margins in plain words (the recommendation's "How far to trust it")."""
         return (
             f"At the default assumptions and held out of every fit, on {self.held_rows} published runs of the "
-            "frameworks modelled here "
-            f"(Megatron-LM and NeMo, {self.held_sources} sources) the step time was {100 * self.held_mean:.1f} % off "
+            "frameworks modelled here, each timed as the software release it ran "
+            f"(Megatron-LM, NeMo and Megatron-Bridge, {self.held_sources} sources) the step time was "
+            f"{100 * self.held_mean:.1f} % off "
             f"on average and at most {100 * self.held_max:.1f} % (signed mean {100 * self.held_signed:+.1f} %; "
             "negative: the run was slower than predicted).",
             f"On {self.large_rows} published runs of {LARGE_GPUS:,}+ GPUs on other software "
@@ -46,21 +49,26 @@ class Accuracy:
             f"{100 * self.large_high:+.1f} % off (signed mean {100 * self.large_signed:+.1f} %), each timed with what "
             "its source says it ran: a stack's unpublished overheads and speed-ups are not modelled, so budget "
             "that margin for a run of that kind.",
-        )
+        ) + ((f"Kernels change between releases: on {self.release_rows} published runs of one release timed with "
+              f"another release's fit, the same layouts moved by up to {100 * self.release_shift:.1f} % on average; "
+              "set `release` to the software you run.",) if self.release_rows else ())
 
 
 def measure(result) -> Accuracy:
     """The margins of a core.planner.validation.Validation."""
-    from core.planner.validation import MODELLED, scope  # here: only the writer needs the validation
+    from core.planner.validation import MODELLED, cross_release  # here: only the writer needs the validation
 
     held = result.summary()["held-out"]
     s = result.matched
-    other = s["source"].map(lambda k: scope(k) != MODELLED)
+    other = s["scope"] != MODELLED
     large = s[other & (s["role"] == "held-out") & (s["gpus"] >= LARGE_GPUS) & s["error"].notna()]
     e = large["error"].to_numpy(dtype=float)
-    software = tuple(dict.fromkeys(_software(scope(k)) for k in sorted(set(large["source"]))))
+    software = tuple(dict.fromkeys(_software(why) for _, why in sorted(set(zip(large["source"], large["scope"],
+                                                                                strict=True)))))
+    cross = cross_release().values()
     return Accuracy(held.rows, held.sources, held.mean_abs_error, held.max_abs_error, held.signed_mean_error,
-                    int(e.size), software, float(e.mean()), float(e.min()), float(e.max()))
+                    int(e.size), software, float(e.mean()), float(e.min()), float(e.max()),
+                    sum(c.rows for c in cross), max((abs(c.signed_mean_error) for c in cross), default=0.0))
 
 
 def _software(why: str) -> str:

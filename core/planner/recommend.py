@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.cost import flops
+from core.cost import flops, releases
 from core.cost.step_time import COLUMN, LABELS, NOT_MODELLED, zero_volume_per_step
 from core.pipeline.schedules import chunks_per_device
 from core.planner import accuracy, known_runs, memory_accuracy
@@ -128,8 +128,9 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     )
     return Recommendation(True, headline, layout, _why(result, best, runners_up), _limits(result, best),
                           assumptions, result.notes, _roomier(result, best), unusual(result, best),
-                          accuracy.load().words() + memory_accuracy.load().words(str(best["memory_accounting"]))
-                          + _pace(result, best), known_runs.words(q, m))
+                          accuracy.load().words() + (releases.timing_note(q.release, g.calibration),)
+                          + memory_accuracy.load().words(str(best["memory_accounting"])) + _pace(result, best),
+                          known_runs.words(q, m))
 
 
 def _framework_part(best: pd.Series) -> str:

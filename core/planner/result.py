@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from core.cost import step_time
+from core.cost import releases, step_time
 from core.errors import InputError
 from core.memory import states as memory
 from core.model import presets
@@ -84,7 +84,10 @@ class PlanResult:
         """DeepSpeed JSON, Megatron-LM command or FSDP2 snippet of a candidate (default the best feasible)."""
         if kind not in EXPORT_KINDS:
             raise InputError(f"export: {kind[:40]!r} is not one of {', '.join(EXPORT_KINDS)}")
-        return export_all(self.layout(row))[EXPORT_KINDS[kind]]
+        out = export_all(self.layout(row))[EXPORT_KINDS[kind]]
+        if out.refused:
+            return out
+        return replace(out, notes=(*out.notes, releases.timing_note(self.params.release, self.gpu.calibration)))
 
     def csv(self, top: int | None = None, feasible_only: bool = False) -> str:
         """Every column as CSV (reasons and warnings joined with '; '), in rank order."""

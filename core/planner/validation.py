@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.cost import flops, layer_ops, step_time
+from core.cost import flops, layer_ops, releases, step_time
 from core.cost.collective import Fabric
 from core.cost.step_input import Layouts
 from core.model import presets
@@ -44,6 +44,16 @@ def data() -> dict[str, Any]:
 def scope(source: str) -> str:
     """`modelled`, or why the source's software is not what the step-time model describes."""
     return data()["sources"][source].get("scope", MODELLED)
+
+
+def row_scope(row: dict) -> str:
+    """A row's own scope where it differs from its source's (a vendor table's MoE rows beside its dense ones)."""
+    return row.get("scope") or scope(row["source"])
+
+
+def release(row: dict) -> str:
+    """The software release a row ran (its `software.release`; the base records' release where not given)."""
+    return row.get("software", {}).get("release", releases.base())
 
 
 def _model(spec: dict) -> dict[str, Any]:
@@ -85,7 +95,8 @@ def params_of(row: dict, assumptions: dict[str, float] | None = None, depth: tup
         zero=str(lay.get("zero", 0)), schedule=schedule,
         v=max(v, 2), recompute=lay["recompute"] or "all", sp="on" if lay["sequence_parallel"] else "off",
         offload="none", tp_comm_overlap=_switch(lay.get("tp_comm_overlap", False)),
-        reshard=_switch(lay.get("reshard", True)), **{**row.get("software", {}), **(assumptions or {})})
+        reshard=_switch(lay.get("reshard", True)),
+        **{"release": release(row), **row.get("software", {}), **(assumptions or {})})
 
 
 def _switch(value: bool | None) -> str:
@@ -142,7 +153,8 @@ def _fixed(row: dict) -> dict[str, Any]:
     lay, pub = row["layout"], row["published"]
     kind = measure(row)
     return {"key": row["key"], "label": row["label"], "source": row["source"], "gpu": row["gpu"],
-            "precision": row["precision"], "role": row["role"], "scope": scope(row["source"]), "t": lay["t"],
+            "precision": row["precision"], "role": row["role"], "scope": row_scope(row), "release": release(row),
+            "t": lay["t"],
             "p": lay["p"], "cp": lay.get("cp", 1),
             "d": lay["gpus"] // (lay["t"] * lay["p"] * lay.get("cp", 1)), "gpus": lay["gpus"],
             "schedule": lay["schedule"], "v": lay["v"], "micro_batch": lay["micro_batch"], "batch": lay["batch"],
@@ -197,7 +209,7 @@ def layer_rows(assumptions: dict[str, float] | None = None) -> pd.DataFrame:
     out = []
     for row in data()["per_layer"]:
         gpu = presets.gpu(row["gpu"])
-        a = step_time.Assumptions(**{**row.get("software", {}), **(assumptions or {})})
+        a = step_time.Assumptions(**{"release": release(row), **row.get("software", {}), **(assumptions or {})})
         rates = a.rates(gpu)
         lay, spec = row["layout"], row["model"]
         model = presets.custom_model({k: v for k, v in _model(spec).items() if k != "model"} | {"flash": False})
@@ -244,6 +256,39 @@ def summarize(errors, sources=()) -> Summary:
                    len(set(sources)))
 
 
+def _by_release(s: pd.DataFrame) -> dict[str, Summary]:
+    """Each release's rows apart (the base's are the records' own sets): its fitted rows, and the rows its fit or
+    the release it uses did not see."""
+    out = {}
+    for rel in releases.keys():
+        part = s[s["release"] == rel]
+        if rel == releases.base() or part.empty:
+            continue
+        fitted = part["key"].isin(releases.rows(rel))
+        if fitted.any():
+            out[f"release {rel}: its own fit's rows"] = summarize(part[fitted]["error"], part[fitted]["source"])
+        rest = part[~fitted]
+        if not rest.empty:
+            source = releases.fitted_by(rel)
+            how = "its own fit" if source == rel else f"{source}'s fit"
+            out[f"release {rel}: held out of {how}"] = summarize(rest["error"], rest["source"])
+    return out
+
+
+def cross_release() -> dict[str, Summary]:
+    """Each fitted release's own rows timed with every other release fit (fit on one, predict the other): what
+    moves between releases, seen as the kernels each fit identifies."""
+    fits = [r for r in releases.keys() if releases.rows(r)]
+    out = {}
+    for own in fits:
+        wanted = frozenset(releases.rows(own))
+        for other in fits:
+            if other != own:
+                steps = step_rows({"release": other}, keep=lambda r, keys=wanted: r["key"] in keys)
+                out[f"release {own}'s rows timed as {other}"] = summarize(steps["error"], steps["source"])
+    return out
+
+
 @dataclass(frozen=True)
 class Validation:
     steps: pd.DataFrame
@@ -257,12 +302,13 @@ class Validation:
         """Mean, max and signed mean error: of the calibration rows; of the held-out rows of the frameworks the model
         describes ("held-out", also by GPU and precision); of the rows outside them, by source; of Table 4."""
         s = self.matched
-        modelled = s["source"].map(lambda k: scope(k) == MODELLED)
+        modelled = s["scope"] == MODELLED
         cal, held = s[(s["role"] == "calibration") & modelled], s[(s["role"] == "held-out") & modelled]
         out = {"calibration": summarize(cal["error"], cal["source"]), "held-out": summarize(held["error"],
                                                                                             held["source"])}
         for (gpu, precision), part in held.groupby(["gpu", "precision"], sort=True):
             out[f"held-out {gpu} {precision}"] = summarize(part["error"], part["source"])
+        out.update(_by_release(s[modelled]))
         other = s[~modelled]  # held out of every efficiency fit (MegaScale's 175B series calibrates the scale losses)
         out[OUTSIDE] = summarize(other["error"], other["source"])
         for source, part in other.groupby("source", sort=True):
