@@ -101,7 +101,8 @@ def test_megatron_bridge_deepseek_v3_runs_its_recipe():
     # this model (NCCL all-to-all, etp = t, nothing hidden, no MTP) it was predicted +50.6 %.
     row = next(r for r in validation.data()["rows"] if r["key"] == "mb2509-deepseekv3-1024")
     assert row["software"] == {"moe_dispatcher": "deepep", "moe_a2a_overlap": True, "ends_in_split": True,
-                               "grad_dtype": "bf16", "loss": "fused", "optimizer_dtype": "bf16"}  # its recipe's memory
+                               "grad_dtype": "bf16", "loss": "fused", "optimizer_dtype": "bf16",  # its recipe's memory
+                               "release": "bridge-25.09"}
     assert row["layout"]["etp"] == 1
     got = _mb2509()
     assert got["published_s"] == pytest.approx(25.26, abs=0.01)
@@ -109,23 +110,25 @@ def test_megatron_bridge_deepseek_v3_runs_its_recipe():
     # (946 paired layers x 500 us = 0.47 s on top of 1.80 s); with the MTP depth timed -18.6 -> -10.9 %; MLA's
     # activations counted, the recipe's own recompute (mla_up_proj, the planner's selective for MLA) was chosen:
     # -10.2 %. Since the MoE layer is counted as Megatron-Core 0.14 keeps it (no expert outputs: the probabilities
-    # weigh the activation), no recompute fits too, at 83.7 of the device's 85.5 GB (98 %), and is 0.7 % faster
-    assert got["error"] == pytest.approx(-0.110, abs=0.01)
+    # weigh the activation), no recompute fits too, at 83.7 of the device's 85.5 GB (98 %), and is 0.7 % faster:
+    # -11.0 %. Timed as its release (bridge-25.09's fitted FP8 GEMM and attention, fitted on the table's dense
+    # rows) it reads -16.5 %: the MoE layers' time, not the release's kernels, is what runs fast
+    assert got["error"] == pytest.approx(-0.165, abs=0.01)
     assert got["memory_bytes"] == pytest.approx(83.7e9, rel=0.01)
     assert got["a2a"] == pytest.approx(2.27, abs=0.05)
     ideal = validation.step_row(next(r for r in validation.data()["rows"] if r["key"] == "mb2509-deepseekv3-1024"),
                                 {"moe_overlap_sync_us": 0.0})
-    assert ideal["error"] == pytest.approx(-0.121, abs=0.01) and ideal["a2a"] == pytest.approx(1.80, abs=0.05)
-    plain = _mb2509(moe_a2a_overlap=False)  # DeepEP, nothing hidden: +14 %
-    assert plain["error"] == pytest.approx(0.137, abs=0.01) and plain["a2a"] == pytest.approx(8.33, abs=0.05)
+    assert ideal["error"] == pytest.approx(-0.184, abs=0.01) and ideal["a2a"] == pytest.approx(1.80, abs=0.05)
+    plain = _mb2509(moe_a2a_overlap=False)  # DeepEP, nothing hidden: +7 %
+    assert plain["error"] == pytest.approx(0.075, abs=0.01) and plain["a2a"] == pytest.approx(8.33, abs=0.05)
     nccl = _mb2509(moe_dispatcher="alltoall", moe_a2a_overlap=False)  # every copy over the network
-    assert nccl["error"] == pytest.approx(0.642, abs=0.01)
+    assert nccl["error"] == pytest.approx(0.580, abs=0.01)
     # The even split would put the MTP depth and two output layers on top of a full last stage: 16 % slower at the
     # same switches (it was), and counted as Megatron-LM stores it that stage no longer fits without recompute (the
     # recipe's split holds it without): selective recompute, 17 % slower
     even = _mb2509(ends_in_split=False)
     assert got["chosen"] == {"recompute": "none"} and even["chosen"] == {"recompute": "selective"}
-    assert even["predicted_s"] / got["predicted_s"] == pytest.approx(1.174, abs=0.005)
+    assert even["predicted_s"] / got["predicted_s"] == pytest.approx(1.167, abs=0.005)
 
 
 def test_modelzoo_qwen3_rows_state_what_they_ran():

@@ -207,7 +207,9 @@ def test_the_stored_accuracy_is_the_validations(result):
                            & (result.matched["scope"] != validation.MODELLED)]
     assert measured.large_rows == len(large) >= 10
     assert measured.large_low == pytest.approx(large["error"].min())
-    assert measured.large_low < -0.1 < 0.0 < measured.large_high  # both ways: not a one-sided correction
+    # every one ran slower than predicted since Megatron-Bridge's dense 405B rows (the only ones that ran faster,
+    # +1.5..+12 % at the 2024 records' kernels) are timed as their own release, among the modelled frameworks
+    assert measured.large_low < -0.1 and measured.large_high < 0.0
     words = accuracy.load().words()
     assert f"{100 * held.mean_abs_error:.1f} % off on average" in words[0] and f"{measured.large_rows} published" \
         in words[1]
