@@ -42,6 +42,7 @@ class Assumptions:
     grad_reduce_bytes: float = ASSUMPTIONS["grad_reduce_bytes"].default
     ring_loss: float = ASSUMPTIONS["ring_loss"].default
     straggler: float = ASSUMPTIONS["straggler"].default
+    production_margin: float = ASSUMPTIONS["production_margin"].default
     p2p_latency_us: float = ASSUMPTIONS["p2p_latency_us"].default
     net_latency_us: float = ASSUMPTIONS["net_latency_us"].default
     reserve_frac: float = ASSUMPTIONS["reserve_frac"].default

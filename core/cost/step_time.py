@@ -17,6 +17,7 @@ Two calls, with the pipeline simulator between them (core.planner.plan runs it):
        + straggler                                  the slowest of G GPUs sets the pace (core.cost.scale_loss)
        + dp_latency + dp_bandwidth                  data-parallel / ZeRO collectives nothing hides (core.cost.dp_comm)
        + a2a + ring + optimizer + offload           the rest, after the pipeline drains
+       + margin                                     production_margin x all of the above (0 unless the user sets it)
 
 Every named number is a field of `Assumptions` (core.params.planner.ASSUMPTIONS) or of core.cost.rates.Rates
 (assets/efficiency.json).
@@ -61,19 +62,19 @@ def zero_volume_per_step(stage: int, m: int) -> float:
 
 
 BREAKDOWN = ("gemm", "attention", "memory_bound", "tp", "pp", "bubble", "straggler", "dp_latency", "dp_bandwidth",
-             "a2a", "ring", "optimizer", "offload")
+             "a2a", "ring", "optimizer", "offload", "margin")
 # Each component's column in the planner's frame (TP, PP, DP, the MoE all-to-all and ring attention's K/V
 # exchange are the exposed part of that communication; DP split into its collectives' latency and bandwidth terms).
 COLUMN = {"gemm": "gemm_s", "attention": "attention_s", "memory_bound": "memory_bound_s", "tp": "tp_exposed_s",
           "pp": "pp_exposed_s", "bubble": "bubble_s", "straggler": "straggler_s", "dp_latency": "dp_latency_s",
           "dp_bandwidth": "dp_bandwidth_s", "a2a": "a2a_exposed_s", "ring": "ring_exposed_s",
-          "optimizer": "optimizer_s", "offload": "offload_s"}
+          "optimizer": "optimizer_s", "offload": "offload_s", "margin": "margin_s"}
 LABELS = {"gemm": "GEMMs", "attention": "attention core", "memory_bound": "memory-bound ops",
           "tp": "tensor-parallel comm", "pp": "pipeline sends", "bubble": "pipeline bubble",
           "straggler": "slowest GPU (speed spread)",
           "dp_latency": "data-parallel / ZeRO comm, latency", "dp_bandwidth": "data-parallel / ZeRO comm, bandwidth",
           "a2a": "MoE all-to-all", "ring": "ring-attention K/V exchange", "optimizer": "optimizer step",
-          "offload": "offload"}
+          "offload": "offload", "margin": "production margin (yours)"}
 
 NOT_MODELLED = (
     "Kernel launch gaps, data loading, logging and Python overhead between kernels are not modelled.",
@@ -302,6 +303,7 @@ def estimate(x: StepInput) -> dict[str, np.ndarray]:
         totals[f"{name}_s"] = np.broadcast_to(np.asarray(total, dtype=float), busy.shape)
         out[name] = np.broadcast_to(np.asarray(exposed, dtype=float), busy.shape)
 
+    out["margin"] = a.production_margin * sum(out[k] for k in BREAKDOWN if k != "margin")
     step = sum(out[k] for k in BREAKDOWN)
     result = {COLUMN[k]: v for k, v in out.items()}
     result.update({

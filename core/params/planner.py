@@ -185,6 +185,14 @@ ASSUMPTIONS = table(
               "cluster's GPUs, the range of some thousand GPUs, about 7 standard deviations of a normal spread: "
               "sigma = 0.08 / 6.7 = 0.012. A step waits for its slowest GPU, sigma x sqrt(2 ln G) behind the "
               "median; charged beyond one server (core.cost.scale_loss)."),
+    Spec("production_margin", "float", 0.0, 0.0, 1.0, label="Production margin (added to the step)",
+         unit="fraction",
+         help="A share of the modelled step added on top, for what a production run loses that a vendor benchmark "
+              "does not: failures and restarts, checkpointing, data loading, evaluation, jitter at scale. 0 = the "
+              "benchmark's step. It is its own part of the breakdown, never folded into the compute rates, and no "
+              "validation row sets it. The published runs of 1,000+ GPUs on other software ran up to a fifth "
+              "slower than modelled (\"How far to trust the step time\" gives the figure that reproduces them); "
+              "the modelled spread of GPU speeds is `straggler`."),
     Spec("p2p_latency_us", "float", 10.0, 0.0, 10000.0, label="Message latency", unit="microseconds",
          help="Per point-to-point message (pipeline send, ring-attention step, all-to-all): a few microseconds of "
               "NCCL launch and network latency, paid on top of the bytes / bandwidth time."),
@@ -465,6 +473,7 @@ class PlannerParams:
     grad_reduce_bytes: float = PLAN["grad_reduce_bytes"].default
     ring_loss: float = PLAN["ring_loss"].default
     straggler: float = PLAN["straggler"].default
+    production_margin: float = PLAN["production_margin"].default
     p2p_latency_us: float = PLAN["p2p_latency_us"].default
     net_latency_us: float = PLAN["net_latency_us"].default
     reserve_frac: float = PLAN["reserve_frac"].default

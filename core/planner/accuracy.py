@@ -48,7 +48,9 @@ class Accuracy:
             f"({'; '.join(self.large_software)}) it was {100 * self.large_low:+.1f} % to "
             f"{100 * self.large_high:+.1f} % off (signed mean {100 * self.large_signed:+.1f} %), each timed with what "
             "its source says it ran: a stack's unpublished overheads and speed-ups are not modelled, so budget "
-            "that margin for a run of that kind.",
+            "that margin for a run of that kind"
+            + (f" (production_margin {1.0 / (1.0 + self.large_low) - 1.0:.2f} adds what the slowest of them lost)."
+               if self.large_low < 0 else "."),
         ) + ((f"Kernels change between releases: on {self.release_rows} published runs of one release timed with "
               f"another release's fit, the same layouts moved by up to {100 * self.release_shift:.1f} % on average; "
               "set `release` to the software you run.",) if self.release_rows else ())

@@ -34,7 +34,7 @@ COLUMNS = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_s
            "pp_exposed_s", "bubble_s", "straggler_s", "dp_comm_s", "dp_exposed_s", "dp_latency_s", "dp_bandwidth_s",
            "optimizer_s", "offload_s", "step_time_s", "timing", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
            "feasible", "reasons", "warnings", "frameworks", "expert_state_bytes", "a2a_s", "a2a_exposed_s", "ring_s",
-           "ring_exposed_s")
+           "ring_exposed_s", "margin_s")
 assert set(JSON_KEYS) <= set(COLUMNS) and set(BREAKDOWN_COLUMNS.values()) <= set(COLUMNS)
 EMPTY_DTYPES = {**dict.fromkeys(("fits", "feasible", "sequence_parallel", "tp_crosses_node", "reshard",
                                  "tp_comm_overlap"), bool),

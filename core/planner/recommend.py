@@ -113,8 +113,10 @@ def recommend(result: PlanResult, runners_up: int = 3) -> Recommendation:
     step = float(best["step_time_s"])
     headline = (f"Recommended for {m.name} on {q.gpus:,} x {g.name}, global batch {q.batch:,} sequences: "
                 f"{describe(best, gpn)}.")
+    margin = (f" (of it {best['margin_s']:,.2f} s is the production margin you set, {q.production_margin:g} of "
+              "the modelled step)") if best["margin_s"] > 0 else ""
     layout = (
-        f"Step time {step:,.2f} s, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} %, HFU "
+        f"Step time {step:,.2f} s{margin}, {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f} %, HFU "
         f"{100 * best['hfu']:.1f} % ({best['tflops_per_gpu']:,.0f} TFLOP/s per GPU counting recompute; "
         f"{flops.utilization_words(result.precision)}).",
         f"Memory per GPU {best['memory_bytes'] / GB:,.1f} GB of {result.usable / GB:,.1f} GB usable, counted as "
@@ -233,8 +235,8 @@ def _why(result: PlanResult, best: pd.Series, count: int) -> tuple[str, ...]:
     out = []
     for _, row in others.iterrows():
         gap = float(row["step_time_s"] - best["step_time_s"])
-        diffs = sorted(((float(row[k] - best[k]), name) for k, name in COMPONENTS.items()),
-                       key=lambda x: -abs(x[0]))
+        diffs = sorted(((float(row[k] - best[k]), name) for k, name in COMPONENTS.items()
+                        if k != COLUMN["margin"]), key=lambda x: -abs(x[0]))  # the margin scales with the step
         parts = [f"{name} {delta:+,.2f} s" for delta, name in diffs if abs(delta) > 1e-3 * best["step_time_s"]][:3]
         text = (f"#{int(row['rank'])}, {describe(row, gpn)}: {gap:,.2f} s ({_share(gap, best['step_time_s'])}) slower"
                 + (f" ({', '.join(parts)})" if parts else "") + ".")

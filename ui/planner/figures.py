@@ -17,7 +17,8 @@ from ui.shared.layout import is_presentation
 FEASIBLE, INFEASIBLE, BEST, LIMIT = "#0072B2", "#BBBBBB", "#D55E00", "#555555"  # Okabe-Ito + grey
 PARTS = {"gemm": "#0072B2", "attention": "#56B4E9", "memory_bound": "#009E73", "tp": "#E69F00", "pp": "#F0E442",
          "bubble": "#BBBBBB", "straggler": "#888888", "dp_latency": "#8C2D04", "dp_bandwidth": "#D55E00",
-         "a2a": "#882255", "ring": "#44AA99", "optimizer": "#CC79A7", "offload": "#000000"}  # step-time parts
+         "a2a": "#882255", "ring": "#44AA99", "optimizer": "#CC79A7", "offload": "#000000",
+         "margin": "#DDCC77"}  # step-time parts
 X_SPAN = 2.0  # the memory axis shows up to this many times the GPU's memory
 
 COLUMNS = {  # core column -> header with its unit, in display order
