@@ -243,7 +243,10 @@ ASSUMPTIONS = table(
               "DeepEP the BF16 tensor), hence false."),
     Spec("moe_capacity", "float", 1.0, 1.0, 8.0, label="MoE capacity factor",
          help="Expert slots per routed token: 1 = dropless routing (Megatron-LM's default, DeepSeek-V3); GShard and "
-              "Switch pad each expert to 1.25-2 x its even share. Scales the all-to-all and the expert activations."),
+              "Switch pad each expert to 1.25-2 x its even share. Scales the all-to-all, the expert GEMMs and the "
+              "expert activations. Under dropless routing it is also the load imbalance: the busiest expert rank's "
+              "tokens over its even share, which sets the layer's pace (1 = balanced, as vendor benchmarks force "
+              "it: Megatron-Bridge's tables 'force-balance the token distribution among experts')."),
 )
 
 # Why the defaults are what they are, where the Spec's help (shared with other pages) says only what it means.
