@@ -46,7 +46,8 @@ def test_json_lists_candidates_with_the_documented_keys(capsys):
     code, out, err = plan(capsys, *LLAMA70, "--json", "--top", "0")
     assert code == 0, err
     data = json.loads(out)
-    assert len(data) > 1000 and set(data[0]) == {*JSON_KEYS, "breakdown"} and set(JSON_KEYS) >= set(REQUIRED)
+    assert len(data) > 1000 and set(data[0]) == {*JSON_KEYS, "release", "breakdown"} and set(JSON_KEYS) >= set(REQUIRED)
+    assert data[0]["release"] == "bridge-26.06"  # which release the step times assume
     best = data[0]
     assert sum(best["breakdown"].values()) == pytest.approx(best["step_time_s"])  # seconds by component
     assert best["rank"] == 1 and best["fits"] and best["reasons"] == [] and best["memory_bytes"] < 85e9

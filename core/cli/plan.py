@@ -184,7 +184,9 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
     lines = [f"{m.name} ({m.params / 1e9:,.3g}B parameters{active}) on {q.gpus:,} x {g.name} ({g.gpus_per_node} per "
              f"server), global batch {q.batch:,} sequences of {m.seq:,} tokens.",
              f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
-             f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.", ""]
+             f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.",
+             f"Step times as software release {q.release} runs its kernels (--release; --explain says from which fit)"
+             + (f", plus a production margin of {q.production_margin:g}" if q.production_margin else "") + ".", ""]
     extra = [k for k in ("cp", "ep", "replicate") if not frame.empty and (frame[k] > 1).any()]  # shown when used
     headers = ["rank", "t", "p", "d", *extra, "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
                "bubble %", "step s", "tokens/s", "MFU %", "runs on", "why infeasible"]

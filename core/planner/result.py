@@ -98,7 +98,7 @@ class PlanResult:
         """JSON-ready candidates (NaN -> None), in rank order."""
         frame = self.feasible if feasible_only else self.frame
         frame = frame if top is None else frame.head(top)
-        return [{**{k: _plain(r[k]) for k in JSON_KEYS},
+        return [{**{k: _plain(r[k]) for k in JSON_KEYS}, "release": self.params.release,
                  "breakdown": {k: _plain(r[col]) for k, col in BREAKDOWN_COLUMNS.items()}}
                 for r in frame.to_dict("records")]
 
