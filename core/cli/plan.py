@@ -27,6 +27,7 @@ import pandas as pd
 
 from core.cli import spec_args
 from core.cli.text import print_json, render
+from core.cost import releases
 from core.errors import InputError
 from core.params.planner import (
     ANY_MODEL_FLAGS,
@@ -185,8 +186,8 @@ def _human(result: planner.PlanResult, frame: pd.DataFrame) -> str:
              f"server), global batch {q.batch:,} sequences of {m.seq:,} tokens.",
              f"{len(result.feasible):,} of {len(result.frame):,} candidates feasible; usable memory "
              f"{result.usable / GB:,.1f} GB per GPU (GB = 1e9 bytes). Ranked: fastest first, headroom breaks ties.",
-             f"Step times as software release {q.release} runs its kernels (--release; --explain says from which fit)"
-             + (f", plus a production margin of {q.production_margin:g}" if q.production_margin else "") + ".", ""]
+             releases.timing_note(q.release, g.calibration) + " Set --release to the software you run."
+             + (f" Plus a production margin of {q.production_margin:g}." if q.production_margin else ""), ""]
     extra = [k for k in ("cp", "ep", "replicate") if not frame.empty and (frame[k] > 1).any()]  # shown when used
     headers = ["rank", "t", "p", "d", *extra, "b", "m", "schedule", "ZeRO", "recompute", "SP", "mem GB", "free GB",
                "bubble %", "step s", "tokens/s", "MFU %", "runs on", "why infeasible"]
