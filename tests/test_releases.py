@@ -90,10 +90,10 @@ def test_each_release_is_reported_apart(result):
 
 
 def test_fit_on_one_release_predict_the_other():
-    # the same layouts ran about 6 % faster in 26.04 than 25.09's fit says, and the reverse: what moved between
+    # the same layouts ran 5-6 % faster in 26.04 than 25.09's fit says, and the reverse: what moved between
     # the releases is what the `release` input carries
     cross = validation.cross_release()
-    assert cross["release bridge-25.09's rows timed as bridge-26.04"].signed_mean_error == pytest.approx(-0.059,
+    assert cross["release bridge-25.09's rows timed as bridge-26.04"].signed_mean_error == pytest.approx(-0.048,
                                                                                                          abs=0.005)
     assert cross["release bridge-26.04's rows timed as bridge-25.09"].signed_mean_error == pytest.approx(0.062,
                                                                                                          abs=0.005)
