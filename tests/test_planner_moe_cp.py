@@ -149,7 +149,7 @@ def test_cli_fix_pins_cp_and_ep_and_rows_carry_them(capsys):
     assert main(["plan", "--model", "llama3-405b", "--seq", "131072", "--gpu", "h100-80gb", "--gpus", "16384",
                  "--global-batch", "128", "--fix", "t=8,p=16,cp=16,zero=1,schedule=interleaved", "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert " cp " in out.splitlines()[3] and "131,072 tokens" in out
+    assert " cp " in out.splitlines()[4] and "131,072 tokens" in out  # under the header and the release line
     assert main(["plan", "--model", "llama3-8b", "--gpu", "h100-80gb", "--gpus", "8", "--global-batch", "8",
                  "--fix", "cp=x"]) == 2
 
