@@ -17,7 +17,9 @@ search is a coarse grid over the bounds, then finer grids around the best point 
 A fit of a planner assumption instead ('moe_overlap': moe_overlap_sync_us; 'megatron_deepspeed':
 megatron_deepspeed_share) runs its named rows under trial values of
 that assumption and stores the value, its set and the held-out errors under the file's `assumption_fits`, where
-core.params.planner reads the default.
+core.params.planner reads the default. A fit of a software release ('bridge-25.09', 'bridge-26.04') fits the kernels
+its own vendor table's dense rows identify and stores them with the release in assets/releases.json
+(core.cost.releases), leaving the records as they are.
 """
 
 from __future__ import annotations
