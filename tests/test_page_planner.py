@@ -173,3 +173,21 @@ def test_when_nothing_fits_the_headline_stays_in_place_and_says_so():
     assert [(m.label, m.value) for m in at.metric] == [
         ("Layout t x p x d", "none fits"), ("Step time", "—"), ("MFU", "—"), ("Memory per GPU", "—")]
     assert any("No feasible layout" in w.value for w in at.warning)
+
+
+def test_the_release_from_the_url_times_the_plan_and_the_page_says_so():
+    # the release is a URL-bound assumption: the page plans with it, says which release times it, and a bad value
+    # falls back to the default with a notice
+    query = {"model": "llama3-8b", "gpus": "64", "batch": "256", "precision": "fp8"}
+    at = run({**query, "release": "nemo-24.07"})
+    assert not at.exception and not at.error
+    assert at.selectbox(key="release").value == "nemo-24.07"
+    q = dict(model="llama3-8b", gpus=64, batch=256, precision="fp8")
+    best = planner.plan(PlannerParams(**q, release="nemo-24.07")).best()
+    assert metrics(at)["Step time"] == f"{best['step_time_s']:,.2f} s"
+    # an FP8 flash-attention model on the H100: the release's fitted kernels move the step
+    assert best["step_time_s"] > 1.05 * planner.plan(PlannerParams(**q)).best()["step_time_s"]
+    assert "Timed as release nemo-24.07" in markdown(at)
+    bad = run({"release": "nemo-99.99"})
+    assert not bad.exception and bad.selectbox(key="release").value == PlannerParams().release
+    assert any("release" in t.value for t in bad.text)
