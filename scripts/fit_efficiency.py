@@ -115,7 +115,6 @@ for _release in ("bridge-25.09", "bridge-26.04"):
         "bounds": {"h100-fp8:gemm_eff": (0.4, 0.709, 7), "h100-16bit:flash_eff": (0.337, 0.589, 8)},
         "fitted_by": f"scripts/fit_efficiency.py fit '{_release}'",
     }
-WRITE = False  # --write: release fits store their own file as they finish
 FINE = 5  # points per parameter in each refinement, over two steps of the previous grid around the best
 ROUNDS = 2
 # Why each record's bounds are where they are (written into the file with the fit).
@@ -383,7 +382,7 @@ def _store_assumption_fit(doc: dict, group: str, values: dict[str, float], cost:
         print(json.dumps({name: record}, indent=2))
 
 
-def _store_release_fit(group: str, values: dict[str, float], cost: float) -> None:
+def _store_release_fit(group: str, values: dict[str, float], cost: float, write: bool) -> None:
     """A release's fitted kernels in assets/releases.json (the loaded copy too, so later fits and summaries see
     them), with the errors of its own rows and of every row timed with it."""
     release = FITS[group]["release"]
@@ -400,7 +399,7 @@ def _store_release_fit(group: str, values: dict[str, float], cost: float) -> Non
                 "errors": {k: round(float(e), 4) for k, e in zip(mine["key"], mine["error"], strict=True)},
                 "script": "scripts/fit_efficiency.py"})
     print(json.dumps({release: doc["releases"][release]}, indent=2))
-    if WRITE:
+    if write:
         path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
@@ -415,8 +414,6 @@ def main() -> int:
     parser.add_argument("--fit", choices=tuple(FITS), action="append", help="run only this fit (repeatable)")
     spec_args.switch(parser, "--measurements", help="only print the values the kernel measurements fix, and how")
     args = parser.parse_args()
-    global WRITE
-    WRITE = bool(args.write)
     path = ROOT / "assets" / "efficiency.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
     fixed = apply_measured(doc)
@@ -430,7 +427,7 @@ def main() -> int:
             _store_assumption_fit(doc, group, values, cost, validation.validate(assumed))
             continue
         if "release" in FITS[group]:
-            _store_release_fit(group, values, cost)
+            _store_release_fit(group, values, cost, bool(args.write))
             continue
         for name, value in values.items():
             record, param = name.split(":")

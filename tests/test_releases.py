@@ -43,8 +43,12 @@ def test_a_fitted_release_replaces_only_its_two_kernels(key):
     assert bounds["gemm_eff"][0] <= stored["h100-fp8:gemm_eff"] <= bounds["gemm_eff"][1]
     assert bounds["flash_eff"][0] <= stored["h100-16bit:flash_eff"] <= bounds["flash_eff"][1]
     # --explain says where the replaced numbers come from
-    why = {r["key"]: r["why"] for r in Assumptions(release=key).rows(H100, fp8=True)}
-    assert f"release {key}'s table" in why["flash_eff"] and f"release {key}'s table" in why["fp8_gemm_eff"]
+    rows = {r["key"]: r for r in Assumptions(release=key).rows(H100, fp8=True)}
+    for name in ("flash_eff", "fp8_gemm_eff"):
+        assert f"release {key}'s table" in rows[name]["why"]
+    assert rows["flash_eff"]["label"].endswith(f"(release {key}'s fused attention)")
+    base_rows = {r["key"]: r for r in Assumptions(release=releases.base()).rows(H100, fp8=True)}
+    assert base_rows["flash_eff"]["label"].endswith("(flash-attn-2)")
 
 
 def test_other_gpu_families_time_as_the_base_records():

@@ -80,8 +80,9 @@ class Rates:
 
     def _kernel(self, cal: calibration.Calibration) -> str:
         """The fused attention kernel the rate is for: the named one, or the release's where its fit replaced it."""
+        replaced = releases.values(self.release).get(cal.key, {}) if self.release else {}
         field = calibration.FLASH_FIELD[self.flash_kernel]
-        return f"release {self.release}'s fused attention" if "release" in cal.source(field) else self.flash_kernel
+        return f"release {self.release}'s fused attention" if field in replaced else self.flash_kernel
 
     def rows(self, gpu: GpuSpec | None = None) -> list[dict]:
         """The efficiency parameters as assumption rows (value, unit, source), for --explain and the page."""

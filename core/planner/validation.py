@@ -154,8 +154,7 @@ def _fixed(row: dict) -> dict[str, Any]:
     kind = measure(row)
     return {"key": row["key"], "label": row["label"], "source": row["source"], "gpu": row["gpu"],
             "precision": row["precision"], "role": row["role"], "scope": row_scope(row), "release": release(row),
-            "t": lay["t"],
-            "p": lay["p"], "cp": lay.get("cp", 1),
+            "t": lay["t"], "p": lay["p"], "cp": lay.get("cp", 1),
             "d": lay["gpus"] // (lay["t"] * lay["p"] * lay.get("cp", 1)), "gpus": lay["gpus"],
             "schedule": lay["schedule"], "v": lay["v"], "micro_batch": lay["micro_batch"], "batch": lay["batch"],
             "zero": lay.get("zero", 0), "recompute": lay["recompute"], "sequence_parallel": lay["sequence_parallel"],
