@@ -230,3 +230,19 @@ def test_hostile_python_gets_one_line_quickly(text):
         check([("recipe.py", text)])
     assert time.perf_counter() - start < 2.0
     assert "\n" not in str(err.value) and str(err.value).startswith("recipe.py: ")
+
+
+@pytest.mark.parametrize("flags, loss", [
+    ("--cross-entropy-loss-fusion", "native"),  # Megatron-LM's default impl
+    ("--cross-entropy-loss-fusion --cross-entropy-fusion-impl native", "native"),
+    ("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te", "fused"),  # Transformer Engine's, in place
+    ("--cross-entropy-fusion-impl te", None),  # no fusion switch: the unfused path, said to have no effect
+])
+def test_megatron_cross_entropy_fusion_reads_as_its_kernel(flags, loss):
+    from core.configs import megatron_args
+    reading = megatron_args.read(f"torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+                                 f"--num-attention-heads 4 --seq-length 128 {flags}")
+    assert reading.raw.get("loss") == loss
+    kinds = {e.name: e.kind for e in reading.entries}
+    assert kinds["--cross-entropy-fusion-impl" if loss is None else "--cross-entropy-loss-fusion"] == \
+        ("no effect" if loss is None else "read")

@@ -58,7 +58,7 @@ _NO_EFFECT = {
         "use-legacy-models", "ddp-average-in-collective", "ddp-bucket-size", "bucket-size",
         "overlap-param-gather-with-optimizer-step", "no-async-tensor-model-parallel-allreduce", "use-torch-fsdp2",
         "deterministic-mode", "calculate-per-token-loss", "rerun-mode",
-        "no-load-main-params-from-ckpt", "cross-entropy-fusion-impl", "async-tensor-model-parallel-allreduce",
+        "no-load-main-params-from-ckpt", "async-tensor-model-parallel-allreduce",
         "kv-lora-rank-norm", "rotary-scaling-factor", "mscale", "mscale-all-dim", "beta-fast", "beta-slow",
         "original-max-position-embeddings", "moe-router-topk-limited-devices", "empty-unused-memory-level",
         "enable-cuda-graph", "tp-comm-bootstrap-backend", "use-tp-pp-dp-mapping"),
@@ -396,8 +396,13 @@ def _training(flags: dict[str, str], r: Reading) -> None:
             value = _pop(flags, flag)
             if value and value != "fp32":
                 r.read(f"--{flag}", value, {"optimizer_dtype": "bf16"})
-    if _pop(flags, "cross-entropy-loss-fusion") == "true":
-        r.read("--cross-entropy-loss-fusion", "true", {"loss": "fused"})
+    impl = _pop(flags, "cross-entropy-fusion-impl")
+    if _pop(flags, "cross-entropy-loss-fusion") == "true":  # Megatron-LM's impl default: native
+        r.read("--cross-entropy-loss-fusion", f"true (--cross-entropy-fusion-impl {impl or 'native'})",
+               {"loss": "fused" if impl == "te" else "native"})
+    elif impl:
+        r.no_effect("--cross-entropy-fusion-impl", impl, "without --cross-entropy-loss-fusion the unfused "
+                    "vocab-parallel cross-entropy runs")
     overlap = _pop(flags, "overlap-grad-reduce") == "true"
     gather = flags.pop("overlap-param-gather", None)
     if gather is not None:

@@ -52,6 +52,15 @@ KERNELS = {
                                                 "kernel with a bf16 gradient"),
     "fused": Loss(held=2.0, peak=2.0, source="Transformer Engine parallel_cross_entropy / Liger fused cross-entropy: "
                                              "the gradient is written into the bf16 logits in place"),
+    # Megatron-LM's --cross-entropy-loss-fusion, impl native (its default; 'te' is refused at d98e8a6): the pieces of
+    # core/fusions/fused_cross_entropy.py run under jit_fuser, torch.compile since torch 2.2 (core/jit.py), whose
+    # functional graphs return the fp32 copy and exp_logits as separate buffers where the unfused path exponentiates
+    # in place, and write the fp32 gradient beside the saved softmax before its bf16 cast. Megatron-LM's own CI pair
+    # measures it: gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion against gpt3_mcore_te_tp2_pp2, 3.96 bytes per
+    # logit apart (docs/memory.md).
+    "native": Loss(held=4.0, peak=10.0, source="Megatron-LM fused_vocab_parallel_cross_entropy (jit_fuser = "
+                                               "torch.compile): the fp32 softmax kept, the fp32 copy beside it in the "
+                                               "forward and the fp32 gradient beside it in the backward, then bf16"),
 }
 
 

@@ -23,7 +23,8 @@ Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Tra
 - loss (tensor_parallel/cross_entropy.py): the bf16 logits are cast to fp32 (calculate_logits_max:
   vocab_parallel_logits.float()) while the caller still holds them, the fp32 copy becomes the softmax in place and
   is kept for the backward, which writes the gradient into it and casts it to bf16: 4 bytes per logit held, 6 at
-  the peak. --cross-entropy-loss-fusion ('native') does the same math in one kernel.
+  the peak. --cross-entropy-loss-fusion ('native', core/fusions/fused_cross_entropy.py) does the same math in
+  compiled pieces that keep the fp32 copy and the softmax apart: 10 at the peak (core.frameworks KERNELS).
 - buffers: TE's cuBLAS workspace (module/base.py get_cublas_workspace_size_bytes: 32 MiB + 1 KiB on sm90, 4 MiB
   before) and PyTorch's per (handle, stream) cuBLAS workspace (CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128
   KiB before), both inside the caching allocator.

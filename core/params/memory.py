@@ -32,7 +32,7 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
-LOSS_KERNELS = ("auto", "upcast", "compiled", "fused")  # core.frameworks.loss
+LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native")  # core.frameworks.loss
 
 ZERO = table(
     Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
@@ -159,7 +159,9 @@ ACTIVATIONS = table(
               "compiled with the model when torch.compile is on (torchtitan since April 2025), else upcast. upcast: "
               "an fp32 copy of the logits and the fp32 log-softmax and its gradients (torchtitan before April 2025, "
               "Hugging Face); compiled: torch.compile's fused log-softmax; fused: a kernel that writes the gradient "
-              "into the bf16 logits in place (Transformer Engine's, Liger's)."),
+              "into the bf16 logits in place (Transformer Engine's, Liger's); native: Megatron-LM's "
+              "--cross-entropy-loss-fusion with its default --cross-entropy-fusion-impl native, whose compiled "
+              "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast)."),
     Spec("fp8", "bool", False, label="FP8 activations",
          help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
               "34 -> 27 s b h per layer."),
