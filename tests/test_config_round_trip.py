@@ -49,6 +49,12 @@ CASES = [  # (question, pinned layout, export kinds)
     ({"model": "llama3-8b", "gpus": "16", "batch": "64"},
      {"fix_t": "1", "fix_p": "4", "zero": "1", "mb_sizes": "1", "schedule": "1f1b", "recompute": "full",
       "recompute_layers": "3", "sp": "off", "tp_comm_overlap": "off"}, ("megatron", "torch")),
+    # the memory switches the Megatron command carries: bf16 gradient buffer (reduced in bf16), the precision-aware
+    # optimizer's bf16 moments, the native fused cross-entropy
+    ({"model": "llama3-8b", "gpus": "16", "batch": "64", "grad_dtype": "bf16", "optimizer_dtype": "bf16",
+      "loss": "native"},
+     {"fix_t": "2", "fix_p": "2", "zero": "1", "mb_sizes": "1", "schedule": "1f1b", "recompute": "selective",
+      "sp": "on", "tp_comm_overlap": "off"}, ("megatron",)),
     # every pipeline schedule the torch export writes (its own classes, or our action table in its runtime)
     *(({"model": "llama3-8b", "gpus": "16", "batch": "64"},
        {"fix_t": "1", "fix_p": "4", "zero": "1", "mb_sizes": "1", "schedule": sched, "recompute": "none",
@@ -84,7 +90,8 @@ def test_each_export_reads_back_to_its_row(question, pins, kinds):
             assert back[col] == row[col], (kind, col, back[col], row[col])
         again = planner.plan(PlannerParams.from_strings({**question, **pins, "framework": "any",
                                                           "memory_framework": framework})).frame.iloc[0]
-        for col in ("memory_bytes", "activation_bytes", "model_state_bytes", "step_time_s", "bubble_fraction"):
+        for col in ("memory_bytes", "activation_bytes", "model_state_bytes", "step_time_s", "bubble_fraction",
+                    "dp_comm_s"):
             assert _same(back[col], again[col]), (kind, col, back[col], again[col])
         assert back["fits"] == again["fits"] and back["feasible"] == again["feasible"]
 

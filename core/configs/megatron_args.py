@@ -46,7 +46,7 @@ _NO_EFFECT = {
         "no-rope-fusion", "apply-query-key-layer-scaling", "rotary-base", "rotary-percent", "use-rotary-position-"
         "embeddings", "rotary-seq-len-interpolation-factor", "use-rope-scaling", "rope-scaling-factor",
         "max-position-embeddings", "decoder-seq-length", "norm-epsilon", "layernorm-epsilon",
-        "apply-layernorm-1p", "accumulate-allreduce-grads-in-fp32", "bf16-reduce-in-fp32", "no-persist-layer-norm",
+        "apply-layernorm-1p", "bf16-reduce-in-fp32", "no-persist-layer-norm",
         "make-vocab-size-divisible-by", "use-distributed-optimizer-in-fp32", "untie-embeddings", "qk-layernorm",
         "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
         "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-topk-scaling-factor",
@@ -119,6 +119,18 @@ def _flags(args: list[str], r: Reading) -> dict[str, str]:
             value = " ".join(vals) if vals else "true"
         out[name] = value
     return out
+
+
+def _gradient_buffer(flags: dict[str, str], r: Reading) -> None:
+    """The gradient buffer's precision (megatron/training/arguments.py at d98e8a6): under --bf16 fp32 unless
+    --grad-reduce-in-bf16, which also reduces in bf16; under --fp16 fp16 unless --accumulate-allreduce-grads-in-fp32
+    (param_and_grad_buffer.py: torch.float if grad_reduce_in_fp32 else param.dtype)."""
+    if _pop(flags, "grad-reduce-in-bf16") == "true":
+        r.read("--grad-reduce-in-bf16", "true", {"grad_dtype": "bf16", "grad_reduce_bytes": 2},
+               "grad_dtype = bf16 (the gradient buffer), reduced in 2 bytes")
+    if _pop(flags, "accumulate-allreduce-grads-in-fp32") == "true":
+        r.read("--accumulate-allreduce-grads-in-fp32", "true", {"grad_dtype": "fp32"},
+               "grad_dtype = fp32 (Megatron-LM's own choice under --bf16; under --fp16 it doubles the buffer)")
 
 
 def _number(tok: str) -> bool:
@@ -396,6 +408,7 @@ def _training(flags: dict[str, str], r: Reading) -> None:
             value = _pop(flags, flag)
             if value and value != "fp32":
                 r.read(f"--{flag}", value, {"optimizer_dtype": "bf16"})
+    _gradient_buffer(flags, r)
     impl = _pop(flags, "cross-entropy-fusion-impl")
     if _pop(flags, "cross-entropy-loss-fusion") == "true":  # Megatron-LM's impl default: native
         r.read("--cross-entropy-loss-fusion", f"true (--cross-entropy-fusion-impl {impl or 'native'})",

@@ -67,6 +67,18 @@ class Group:
     grad_bytes: float
 
 
+def reduce_bytes(grad_dtype: str, precision: str) -> float:
+    """Bytes per gradient value the data-parallel reduction moves: the gradient buffer's own precision (Megatron-LM
+    reduces its main_grad buffer as it is, param_and_grad_buffer.py; FSDP2 in its reduce_dtype), and where the
+    buffer is the framework's default (auto), fp32 under BF16 and FP8 ('accumulate and all-reduce gradients in fp32
+    for bfloat16', megatron/training/arguments.py) and 16 bits under FP16."""
+    if grad_dtype in ("bf16", "fp16"):
+        return 2.0
+    if grad_dtype == "fp32":
+        return 4.0
+    return 2.0 if precision == "fp16" else 4.0
+
+
 def bucket_params(bucket_mparams: float, n) -> np.ndarray:
     """Parameters per gradient bucket: the input (millions), or Megatron-LM's default max(40M, 1M x n)."""
     if bucket_mparams > 0:

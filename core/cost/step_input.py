@@ -99,6 +99,7 @@ class Setting:
     param_bytes: float = 2.0  # the dense weights as the collectives move them (1 for FP8 GEMM weights)
     grad_bytes: float = 2.0
     optimizer_bytes: float = 12.0
+    reduce_bytes: float = 4.0  # bytes per gradient value the data-parallel reduction moves when grad_reduce_bytes is 0
 
     @property
     def fp8(self) -> bool:

@@ -337,7 +337,7 @@ def _data_parallel(x: StepInput) -> dp_comm.DpTime:
         windows["lead"] = fwd * (chunks - 1.0) * np.minimum(lay.p, lay.m) / chunks
     layers = lay.device_layers(s.model, s.a.ends_in_split)
     n = lay.shard_group  # d x cp, or one replica's share under hybrid sharding
-    grad = s.a.grad_reduce_bytes or (2.0 if s.precision == "fp16" else 4.0)
+    grad = s.a.grad_reduce_bytes or s.reduce_bytes
     dense = dp_comm.Group(n, fabric.members_per_node(n, lay.t), x.psi_rank, s.param_bytes, grad)
     out = dp_comm.step_time(lay.zero, lay.reshard, dense, layers, lay.m, windows, fabric, s.a.dp_bucket)
     copies = fabric.members_per_node(lay.replicate, lay.t * n)  # the same shard's holders, a replica apart

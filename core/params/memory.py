@@ -33,6 +33,8 @@ WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
 LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native")  # core.frameworks.loss
+GRAD_DTYPES = ("auto", "fp32", "bf16", "fp16")
+OPTIMIZER_DTYPES = ("fp32", "bf16")
 
 ZERO = table(
     Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
@@ -115,14 +117,14 @@ ZERO = table(
               "stores and keeps (Megatron-LM's fp32 gradient buffer, DeepSpeed's buckets, FSDP2's fp32 shards), its "
               "loss, workspaces, the caching allocator's reserve and the CUDA context, as the planner counts its "
               "rows."),
-    Spec("grad_dtype", "choice", "auto", choices=("auto", "fp32", "bf16", "fp16"),
+    Spec("grad_dtype", "choice", "auto", choices=GRAD_DTYPES,
          label="Gradient buffer precision",
          help="auto = the framework's own: Megatron-LM keeps fp32 main gradients under BF16 (its default; "
               "--grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16 make them bf16) and "
               "fp16 ones under FP16 (it forces fp32 accumulation only for bf16), DeepSpeed's ZeRO keeps them in the "
               "model's 16-bit type, FSDP2 reduces them to fp32 shards. fp16 and bf16 both count 2 bytes; no effect "
               "in the textbook accounting."),
-    Spec("optimizer_dtype", "choice", "fp32", choices=("fp32", "bf16"), label="Optimizer state precision",
+    Spec("optimizer_dtype", "choice", "fp32", choices=OPTIMIZER_DTYPES, label="Optimizer state precision",
          help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
               "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "
               "bf16): bf16 moments, and the fp32 master kept as the 16-bit remainder beside the bf16 weight "

@@ -171,10 +171,12 @@ ASSUMPTIONS = table(
               "distributed_data_parallel.py); DeepSpeed's reduce_bucket_size is 500 million elements, PyTorch DDP's "
               "bucket_cap_mb 25 MB."),
     Spec("grad_reduce_bytes", "float", 0.0, 0.0, 8.0, label="Gradient bytes in the reduction", unit="bytes",
-         help="Bytes per gradient value the data-parallel reduction moves. 0 = by precision: 4 (fp32) under BF16 and "
-              "FP8, Megatron-LM's default ('accumulate and all-reduce gradients in fp32 for bfloat16', "
-              "megatron/training/arguments.py; --grad-reduce-in-bf16 makes it 2) and the FSDP2 export's "
-              "reduce_dtype=torch.float32; 2 under FP16, whose gradients Megatron-LM reduces in 16 bits."),
+         help="Bytes per gradient value the data-parallel reduction moves. 0 = the gradient buffer's (grad_dtype): "
+              "2 for a bf16 or fp16 buffer (Megatron-LM's --grad-reduce-in-bf16 reduces its bf16 buffer as it is), "
+              "4 for fp32; with grad_dtype auto, 4 (fp32) under BF16 and FP8, Megatron-LM's default ('accumulate "
+              "and all-reduce gradients in fp32 for bfloat16', megatron/training/arguments.py) and the FSDP2 "
+              "export's reduce_dtype=torch.float32, and 2 under FP16, whose gradients Megatron-LM reduces in 16 "
+              "bits."),
     Spec("ring_loss", "float", 0.06, 0.0, 0.5, label="Network bandwidth lost per doubling of servers",
          help="Collectives across many servers run below the per-NIC rate: a reduce-scatter's bus bandwidth on H100 "
               "fell from 360 to 260 GB/s between 4 and 128 servers, about 6 % per doubling (NVIDIA/nccl issue "

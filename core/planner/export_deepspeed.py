@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from core.planner import export_switches
 from core.planner.export_base import Export, refusal
 from core.planner.layout import Layout
 
@@ -75,7 +76,7 @@ def deepspeed_config(layout: Layout) -> tuple[dict, list[str]]:
                      "deepspeed.moe.layer.MoE with ep_size=1: every GPU holds all experts); the JSON config does "
                      "not describe the model. Expert parallelism (ep > 1), context parallelism and FP8 are not "
                      "expressible in it: rank with framework megatron for those.")
-    return cfg, notes
+    return cfg, notes + export_switches.script_notes(layout, "deepspeed")
 
 
 def deepspeed_setup(layout: Layout) -> tuple[str, list[str]]:

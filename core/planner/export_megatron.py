@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from core.model import stage_split
+from core.planner import export_switches
 from core.planner.export_base import Export, confirmed, launch, refusal
 from core.planner.layout import Layout
 
@@ -83,7 +84,7 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
         a += ["--recompute-granularity", "selective"]
     a += _sharding(layout, notes)
     a.append("--bf16" if layout.half == "bf16" else "--fp16")
-    a += _fp8(layout, notes)
+    a += _fp8(layout, notes) + export_switches.megatron_flags(layout, notes)
     a += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(m.vocab),
           "--train-iters", "100", "--lr", "1.0e-4"]
     notes.append(f"d = {layout.d} is what Megatron derives: world size {layout.n_gpus} / (t x p x cp = "

@@ -10,6 +10,7 @@ swap the mock tokens for your data loader to train.
 from __future__ import annotations
 
 from core.pipeline.schedules import REGISTRY
+from core.planner import export_switches
 from core.planner.export_base import Export, launch, refusal
 from core.planner.layout import Layout
 
@@ -158,7 +159,7 @@ def script(layout: Layout) -> Export:
     words, notes = launch(layout)
     lines = _header(layout, words) + _imports(layout) + _constants(layout) + [_MODEL.rstrip(), ""]
     lines += _main(layout)
-    notes += _notes(layout)
+    notes += _notes(layout) + export_switches.script_notes(layout, "torch")
     return Export("\n".join(lines) + "\n", tuple(notes))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from core.errors import InputError
 from core.model.config import GpuSpec, ModelConfig
 from core.model.presets import gpu, model
+from core.params.memory import GRAD_DTYPES, LOSS_KERNELS, OPTIMIZER_DTYPES
 from core.params.model import CLUSTER
 from core.params.pipeline import SEARCH_SCHEDULES
 from core.params.planner import CP_COMMS, MOE_DISPATCHERS
@@ -55,6 +56,9 @@ class Layout:
     moe_dispatcher: str = "alltoall"  # how the expert all-to-all moves tokens (core.cost.expert_comm)
     moe_a2a_overlap: bool = False  # Megatron-Core's batch-level EP overlap (core.cost.moe_overlap)
     ends_in_split: bool = False  # the embedding, loss and MTP depths take layer slots (core.model.stage_split)
+    grad_dtype: str = "auto"  # the gradient buffer's precision the plan counted (core.params.memory)
+    optimizer_dtype: str = "fp32"  # Adam's moments as the plan counted them
+    loss: str = "auto"  # the cross-entropy kernel the plan counted (core.frameworks.loss)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -81,7 +85,10 @@ class Layout:
         for name, value, choices in (("schedule", self.schedule, SCHEDULES), ("recompute", self.recompute, RECOMPUTE),
                                      ("offload", self.offload, OFFLOAD), ("precision", self.precision, PRECISIONS),
                                      ("cp_comm", self.cp_comm, CP_COMMS),
-                                     ("moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)):
+                                     ("moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS),
+                                     ("grad_dtype", self.grad_dtype, GRAD_DTYPES),
+                                     ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
+                                     ("loss", self.loss, LOSS_KERNELS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
         for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap", "ends_in_split"):

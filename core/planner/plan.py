@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.cost import step_time
+from core.cost import dp_comm, step_time
 from core.cost.collective import Fabric
 from core.cost.step_input import ExpertShard, Setting, StepInput
 from core.memory import states as memory
@@ -94,7 +94,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
         return PlanResult(q, model, gpu, precision, bpp, usable, a, split, ranked({}, 0, outside, np.zeros(0)),
                           tuple(notes), 0, search.narrowed)
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
-    s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k)
+    s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k,
+                dp_comm.reduce_bytes(q.grad_dtype, precision))
 
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())
