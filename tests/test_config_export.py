@@ -44,6 +44,11 @@ def layouts():
         out.append(Layout(model=gpt3, gpu=v100, t=4, p=8, d=2, global_batch=64, schedule=schedule, v=v,
                           precision="fp16", zero_stage=zero))
     out.append(Layout(model=gpt3, gpu=h100, t=1, p=1, d=4, global_batch=8, zero_stage=0))   # one server
+    # the plan's memory switches as flags (core.planner.export_switches)
+    out.append(Layout(model=llama, gpu=h100, t=8, p=4, d=2, global_batch=64, zero_stage=1, grad_dtype="bf16",
+                      optimizer_dtype="bf16", loss="native"))
+    out.append(Layout(model=gpt3, gpu=v100, t=4, p=8, d=2, global_batch=64, precision="fp16", zero_stage=1,
+                      grad_dtype="fp32"))
     # Context and expert parallelism, FP8, MoE and latent attention (issue 12): published and synthetic.
     out.append(from_published("llama3-405b", which=1, zero_stage=1))  # Llama 3's 128K stage, CP 16
     out.append(from_published("deepseek-v3", schedule="1f1b", v=1))    # EP 64, FP8, MLA, 3 dense layers
