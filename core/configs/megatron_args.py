@@ -91,6 +91,9 @@ def apply(flags: dict[str, str], r: Reading, preset=None) -> None:
     arch = {"layers": preset.layers} if preset is not None else _model(flags, r)
     _layout(flags, arch, r)
     _training(flags, r)
+    if preset is None and int(arch.get("experts") or 0) > 1 and not r.has("moe_dispatcher"):
+        r.assume("moe_dispatcher", "allgather", "no --moe-token-dispatcher-type: Megatron-Core's default, the "
+                 "allgather dispatcher (transformer_config.py moe_token_dispatcher_type)")
     for flag, value in flags.items():
         if flag in NO_EFFECT:
             r.no_effect(f"--{flag}", value, NO_EFFECT[flag])
@@ -437,7 +440,8 @@ def _training(flags: dict[str, str], r: Reading) -> None:
     dispatcher = _pop(flags, "moe-token-dispatcher-type")
     deepep = _pop(flags, "moe-enable-deepep") == "true"
     if dispatcher or deepep:
-        r.read("--moe-token-dispatcher-type", dispatcher or "", {"moe_dispatcher": "deepep" if deepep else "alltoall"})
+        kind = "deepep" if deepep or dispatcher == "flex" else "allgather" if dispatcher == "allgather" else "alltoall"
+        r.read("--moe-token-dispatcher-type", dispatcher or "", {"moe_dispatcher": kind})
     if _pop(flags, "overlap-moe-expert-parallel-comm") == "true":
         r.read("--overlap-moe-expert-parallel-comm", "true", {"moe_a2a_overlap": True})
     flags.pop("delay-wgrad-compute", None)

@@ -17,6 +17,11 @@ network depends on the dispatcher (the moe_dispatcher switch):
 
     alltoall  Megatron-Core's MoEAlltoAllTokenDispatcher: an NCCL all-to-all of the permuted tokens, one copy per
               routed expert, so (ep - local) / (ep - 1) of the copies leave the server, at the collective rate.
+    allgather Megatron-Core's MoEAllGatherTokenDispatcher, its default (transformer_config.py
+              moe_token_dispatcher_type = "allgather"; token_dispatcher.py): every rank gathers the hidden states,
+              probabilities and routing map of all t x ep ranks of its tensor-and-expert group, keeps the tokens
+              of its own experts, and the combine reduce-scatters the unpermuted outputs back; the backward runs
+              the mirror images. No top_k factor: every token travels to every member, once.
     deepep    the flex dispatcher with DeepEP's normal kernels (deepseek-ai/DeepEP README, "normal kernels with
               NVLink and RDMA forwarding"): a token is sent once to each remote server it is routed to and
               fanned out over NVLink there, so the network carries (servers reached - own) copies of it, NVLink
@@ -34,7 +39,7 @@ from core import validate
 from core.cost import collective
 from core.params.memory import MAX_ND, MAX_TP
 
-DISPATCHERS = ("alltoall", "deepep")
+DISPATCHERS = ("alltoall", "deepep", "allgather")
 DEEPEP_NET = min(1.0, (51.0 + 50.0) / 2 / 50.0)  # RDMA GB/s measured at EP 64 over the NIC's ~50 GB/s
 DEEPEP_NVLINK = (153.0 + 158.0) / 2 / 160.0  # NVLink GB/s measured at EP 8 over H800's ~160 GB/s
 DEEPEP_SMS = 20  # SMs DeepEP's kernels occupy: Megatron-Core transformer_config.py moe_deepep_num_sms (v0.14)
@@ -122,6 +127,27 @@ def network_share(ep, etp, gpus_per_node, top_k=None, reached=None) -> np.ndarra
         remote = np.asarray(reached, dtype=float) * (nodes - 1) / np.maximum(nodes, 1)
         share = np.minimum(share, remote / float(top_k))
     return share
+
+
+def allgather_time(seq, micro_batch_size, hidden, experts, t, cp, ep, gpus_per_node, fabric: collective.Fabric,
+                   recompute="none", share=1.0) -> np.ndarray:
+    """Seconds of the allgather dispatcher's collectives for one MoE layer and one micro-batch over a step, on the
+    t x ep ranks of the tensor-and-expert group (consecutive ranks, so min(server, t ep) of them share a server).
+    The forward gathers the hidden states (bf16), the router's probabilities (fp32) and its routing map (1 byte)
+    and reduce-scatters the combine; the backward reduce-scatters the hidden states' and probabilities' gradients
+    and gathers the combine's; full recompute repeats the forward on `share` of the layers."""
+    n = np.asarray(t, dtype=float) * np.asarray(ep, dtype=float)
+    tokens = tokens_per_gpu(seq, micro_batch_size, t, cp) * n  # the gathered tensors' rows
+    hidden_b, probs_b = tokens * float(hidden) * 2.0, tokens * float(experts) * 4.0
+    local = np.minimum(np.asarray(gpus_per_node, dtype=float), n)
+
+    def one(kind, nbytes):
+        return collective.cost(kind, nbytes, n, local, fabric).seconds
+
+    forward = one("all-gather", hidden_b + probs_b + tokens * float(experts)) + one("reduce-scatter", hidden_b)
+    backward = one("reduce-scatter", hidden_b + probs_b) + one("all-gather", hidden_b)
+    again = (np.asarray(recompute) == "full") * np.asarray(share, dtype=float)
+    return (1.0 + again) * forward + backward
 
 
 def fabric(gpu, a) -> collective.Fabric:

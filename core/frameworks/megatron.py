@@ -229,6 +229,8 @@ CAPABILITY = Framework(
                            "NVIDIA/TransformerEngine issue 1071)",
         "deepep": f"{_MEGATRON_ARGS}: --moe-token-dispatcher-type flex --moe-enable-deepep (DeepEP installed; "
                   "megatron/core/transformer/moe/fused_a2a.py)",
+        "allgather": f"{_MEGATRON_ARGS}: --moe-token-dispatcher-type allgather, Megatron-Core's default "
+                     "(megatron/core/transformer/moe/token_dispatcher.py MoEAllGatherTokenDispatcher)",
         "moe_a2a_overlap": f"{_MEGATRON_ARGS}: --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
                            "(Megatron-Core >= 0.14; transformer_config.py asserts ep > 1, no full recompute, the "
                            "interleaved schedule when p > 1)",
@@ -240,4 +242,4 @@ CAPABILITY = Framework(
                   "groups); ZeRO-1 only",
     }, context_parallel=True, expert_parallel=True, fp8=True, moe_blocks=True, switches=("tp_comm_overlap",),
     hybrid=(1,),
-    moe_switches=("deepep", "moe_a2a_overlap"))
+    moe_switches=("deepep", "allgather", "moe_a2a_overlap"))

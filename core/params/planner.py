@@ -88,7 +88,7 @@ FLASH_KERNELS = ("flash-attn-2", "triton")  # fused attention kernels with a cal
 # (the fork BLOOM and MT-NLG trained with, under DeepSpeed's engine) runs at its own fitted share of those rates.
 COMPUTE_STACKS = ("megatron-lm", "megatron-deepspeed")
 CP_COMMS = ("p2p", "all-gather")  # how context parallelism exchanges K/V (core.cost.ring_attention)
-MOE_DISPATCHERS = ("alltoall", "deepep")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
+MOE_DISPATCHERS = ("alltoall", "deepep", "allgather")  # how the expert all-to-all moves tokens (core.cost.expert_comm)
 RELEASES = tuple(document("releases.json")["releases"])  # software releases with vendor tables (core.cost.releases)
 
 # The step-time model's assumptions. The help text is the one-line justification shown with every plan.
@@ -222,7 +222,9 @@ ASSUMPTIONS = table(
               "(--moe-token-dispatcher-type alltoall): an NCCL all-to-all, one copy per routed expert. deepep = the "
               "flex dispatcher with DeepEP (--moe-token-dispatcher-type flex, DeepEP backend): each token crosses "
               "the network once per remote server and is fanned out over NVLink there (deepseek-ai/DeepEP README, "
-              "normal kernels), at the rates DeepEP measured (core.cost.expert_comm)."),
+              "normal kernels), at the rates DeepEP measured (core.cost.expert_comm). allgather = Megatron-Core's "
+              "default MoEAllGatherTokenDispatcher: every token's hidden state gathered by all t x ep ranks of its "
+              "group and the outputs reduce-scattered back (no EP overlap runs with it)."),
     Spec("moe_a2a_overlap", "bool", False, label="EP all-to-all overlap (Megatron-Core)",
          help="Megatron-Core >= 0.14 --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute): in the 1F1B "
               "steady state one micro-batch's forward runs together with another's backward, each one's "

@@ -57,8 +57,9 @@ def expand(rows: np.ndarray, q: PlannerParams, model) -> tuple[np.ndarray, list[
         notes.append(f"The pinned cp = {q.fix_cp} divides no G / (t p) of the layouts searched.")
     if q.fix_d and not out:
         notes.append(f"No layout has d = {q.fix_d} with the other pins on G = {q.gpus}.")
-    asked = tuple(k for k, on in (("deepep", q.moe_dispatcher == "deepep"), ("moe_a2a_overlap", q.moe_a2a_overlap))
-                  if on)
+    asked = tuple(k for k, on in (("deepep", q.moe_dispatcher == "deepep"),
+                                  ("allgather", q.moe_dispatcher == "allgather"),
+                                  ("moe_a2a_overlap", q.moe_a2a_overlap)) if on)
     if model.is_moe and frameworks.moe_note(asked):
         notes.append(frameworks.moe_note(asked))
     if model.is_moe and not q.fix_ep:
@@ -124,6 +125,11 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
     n_moe = np.minimum(layers_dev, model.moe_layers)
     messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute, again))  # one exchange per pass, layer, micro
     fabric = expert_comm.fabric(s.gpu, a)
+    if a.moe_dispatcher == "allgather":  # its own collectives; Megatron-Core's EP overlap does not run with it
+        one = expert_comm.allgather_time(model.seq, lay.micro_batch_size, model.hidden, moe.experts, lay.t, lay.cp,
+                                         lay.ep, fabric.gpus_per_node, fabric, lay.recompute, again)
+        total = one * n_moe * lay.m
+        return total, (1.0 - a.ep_overlap) * total
     reached = expert_comm.servers_reached(moe, lay.ep, lay.etp, fabric.gpus_per_node) if deepep else None
     total = expert_comm.layer_time(per_layer * n_moe * lay.m, lay.ep, lay.etp, fabric, messages, moe.top_k, reached)
     exposed = total

@@ -187,8 +187,10 @@ def _experts(layout: Layout, notes: list[str]) -> list[str]:
 # recipe and the MoE ModelZoo run it; core_v0.19.0 still takes the flag (deprecated: its flex backend defaults
 # to deepep), the older confirmed parser (assets/tool_options.json) has no --moe-flex-dispatcher-backend yet.
 DISPATCHER_FLAGS = {"alltoall": ("--moe-token-dispatcher-type", "alltoall"),
+                    "allgather": ("--moe-token-dispatcher-type", "allgather"),
                     "deepep": ("--moe-token-dispatcher-type", "flex", "--moe-enable-deepep")}
 DISPATCHER_NOTE = {"alltoall": "all-to-all dispatch (NCCL)",
+                   "allgather": "all-gather dispatch over the t x ep group (Megatron-Core's default dispatcher)",
                    "deepep": "DeepEP dispatch (flex dispatcher: once per remote server, NVLink fan-out; needs DeepEP "
                              "installed)"}
 
