@@ -17,10 +17,9 @@ H100 = presets.gpu("h100-80gb")
 FABRIC = collective.Fabric(H100.intra_bytes_per_s, H100.inter_bytes_per_s, 8, 1e-5, 1.4e-5)
 
 
-def _time(**kw):
-    base = dict(seq=4096, micro_batch_size=1, hidden=4096, experts=8, t=1, cp=1, ep=8, gpus_per_node=8,
-                fabric=FABRIC)
-    return float(expert_comm.allgather_time(**{**base, **kw}))
+def _time(seq=4096, t=1, ep=8, recompute="none"):
+    tokens = expert_comm.tokens_per_gpu(seq, 1, t, 1)
+    return float(expert_comm.allgather_time(tokens, 4096, 8, t * ep, 8, FABRIC, recompute))
 
 
 def test_one_layer_is_four_collectives_of_the_groups_tokens():

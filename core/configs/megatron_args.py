@@ -124,6 +124,17 @@ def _flags(args: list[str], r: Reading) -> dict[str, str]:
     return out
 
 
+def _loss_kernel(flags: dict[str, str], r: Reading) -> None:
+    """--cross-entropy-loss-fusion: the native fused kernel (Megatron-LM's impl default), or Transformer Engine's."""
+    impl = _pop(flags, "cross-entropy-fusion-impl")
+    if _pop(flags, "cross-entropy-loss-fusion") == "true":
+        r.read("--cross-entropy-loss-fusion", f"true (--cross-entropy-fusion-impl {impl or 'native'})",
+               {"loss": "fused" if impl == "te" else "native"})
+    elif impl:
+        r.no_effect("--cross-entropy-fusion-impl", impl, "without --cross-entropy-loss-fusion the unfused "
+                    "vocab-parallel cross-entropy runs")
+
+
 def _gradient_buffer(flags: dict[str, str], r: Reading) -> None:
     """The gradient buffer's precision (megatron/training/arguments.py at d98e8a6): under --bf16 fp32 unless
     --grad-reduce-in-bf16, which also reduces in bf16; under --fp16 fp16 unless --accumulate-allreduce-grads-in-fp32
@@ -412,13 +423,7 @@ def _training(flags: dict[str, str], r: Reading) -> None:
             if value and value != "fp32":
                 r.read(f"--{flag}", value, {"optimizer_dtype": "bf16"})
     _gradient_buffer(flags, r)
-    impl = _pop(flags, "cross-entropy-fusion-impl")
-    if _pop(flags, "cross-entropy-loss-fusion") == "true":  # Megatron-LM's impl default: native
-        r.read("--cross-entropy-loss-fusion", f"true (--cross-entropy-fusion-impl {impl or 'native'})",
-               {"loss": "fused" if impl == "te" else "native"})
-    elif impl:
-        r.no_effect("--cross-entropy-fusion-impl", impl, "without --cross-entropy-loss-fusion the unfused "
-                    "vocab-parallel cross-entropy runs")
+    _loss_kernel(flags, r)
     overlap = _pop(flags, "overlap-grad-reduce") == "true"
     gather = flags.pop("overlap-param-gather", None)
     if gather is not None:

@@ -129,15 +129,16 @@ def network_share(ep, etp, gpus_per_node, top_k=None, reached=None) -> np.ndarra
     return share
 
 
-def allgather_time(seq, micro_batch_size, hidden, experts, t, cp, ep, gpus_per_node, fabric: collective.Fabric,
-                   recompute="none", share=1.0) -> np.ndarray:
-    """Seconds of the allgather dispatcher's collectives for one MoE layer and one micro-batch over a step, on the
-    t x ep ranks of the tensor-and-expert group (consecutive ranks, so min(server, t ep) of them share a server).
-    The forward gathers the hidden states (bf16), the router's probabilities (fp32) and its routing map (1 byte)
-    and reduce-scatters the combine; the backward reduce-scatters the hidden states' and probabilities' gradients
-    and gathers the combine's; full recompute repeats the forward on `share` of the layers."""
-    n = np.asarray(t, dtype=float) * np.asarray(ep, dtype=float)
-    tokens = tokens_per_gpu(seq, micro_batch_size, t, cp) * n  # the gathered tensors' rows
+def allgather_time(tokens, hidden, experts, group, gpus_per_node, fabric: collective.Fabric, recompute="none",
+                   share=1.0) -> np.ndarray:
+    """Seconds of the allgather dispatcher's collectives for one MoE layer and one micro-batch over a step: `tokens`
+    per GPU (tokens_per_gpu) on the `group` = t x ep ranks of the tensor-and-expert group (consecutive ranks, so
+    min(server, t ep) of them share a server). The forward gathers the hidden states (bf16), the router's
+    probabilities (fp32) and its routing map (1 byte) and reduce-scatters the combine; the backward reduce-scatters
+    the hidden states' and probabilities' gradients and gathers the combine's; full recompute repeats the forward
+    on `share` of the layers."""
+    n = np.asarray(group, dtype=float)
+    tokens = np.asarray(tokens, dtype=float) * n  # the gathered tensors' rows
     hidden_b, probs_b = tokens * float(hidden) * 2.0, tokens * float(experts) * 4.0
     local = np.minimum(np.asarray(gpus_per_node, dtype=float), n)
 

@@ -126,8 +126,9 @@ def _all_to_all(s, lay, costs, layers_dev) -> tuple[np.ndarray, np.ndarray]:
     messages = n_moe * lay.m * sum(expert_comm.passes(lay.recompute, again))  # one exchange per pass, layer, micro
     fabric = expert_comm.fabric(s.gpu, a)
     if a.moe_dispatcher == "allgather":  # its own collectives; Megatron-Core's EP overlap does not run with it
-        one = expert_comm.allgather_time(model.seq, lay.micro_batch_size, model.hidden, moe.experts, lay.t, lay.cp,
-                                         lay.ep, fabric.gpus_per_node, fabric, lay.recompute, again)
+        tokens = expert_comm.tokens_per_gpu(model.seq, lay.micro_batch_size, lay.t, lay.cp)
+        one = expert_comm.allgather_time(tokens, model.hidden, moe.experts, lay.t * lay.ep, fabric.gpus_per_node,
+                                         fabric, lay.recompute, again)
         total = one * n_moe * lay.m
         return total, (1.0 - a.ep_overlap) * total
     reached = expert_comm.servers_reached(moe, lay.ep, lay.etp, fabric.gpus_per_node) if deepep else None
