@@ -93,3 +93,15 @@ def test_the_planner_reads_the_end_stages_counts_from_the_schedule(name, p, m, v
     assert got[3:] == own
     # the device counts are in units of a device's share: never below an end stage's own count over its chunks
     assert got[0] >= own[0] / (2 if v > 1 else 1) and np.isfinite(got).all()
+
+
+def test_end_devices_weigh_their_chunks_by_their_layers():
+    # Megatron-LM's CI case: 6 layers + embedding + loss in 8 slots over p = 4, v = 2 (core.model.stage_split), m = 4.
+    # The last device holds all 4 micro-batches of its layer chunk and 1 of its loss-only chunk: 5 chunk visits,
+    # 2.5 full-stage units unweighted, 4 layers' worth weighted; the first device's embedding-only chunk weighs 0.
+    from core.planner.simulation import end_ratios, in_flight
+    assert end_ratios(6, 0, 4, 2) == (0.0, 0.0) and end_ratios(32, 0, 4, 2) is None  # 32 layers: 4 on every stage
+    plain, weighted = in_flight("interleaved", 4, 4, 2), in_flight("interleaved", 4, 4, 2, ends=(0.0, 0.0))
+    assert plain[1] == 2.5 and weighted[1] == 4.0
+    assert weighted[0] == 4.0 and weighted[2:] == plain[2:]  # middle devices and the ends' own counts unchanged
+    assert in_flight("1f1b", 4, 8, 1, ends=(0.5, 0.5)) == in_flight("1f1b", 4, 8, 1)  # one chunk: nothing to weigh

@@ -35,6 +35,16 @@ def peak_held(kind: np.ndarray, seg: np.ndarray, stages_per_device: int) -> np.n
     return np.maximum(np.maximum.reduceat(np.cumsum(_HELD_DELTA[kind]), seg), 0) / stages_per_device
 
 
+def weighted_peak(kind: np.ndarray, seg: np.ndarray, stage: np.ndarray, device: int, weight: np.ndarray) -> float:
+    """The most activations device `device` holds at once when each global stage's micro-batch weighs
+    `weight[stage]` (its layers relative to a full chunk's): where a device's chunks hold unequal layers (the
+    embedding or the loss taking a chunk's slot), micro-batches of a light chunk count for less."""
+    lo = int(seg[device])
+    hi = int(seg[device + 1]) if device + 1 < len(seg) else len(kind)
+    steps = _HELD_DELTA[kind[lo:hi]] * np.asarray(weight, dtype=float)[stage[lo:hi]]
+    return float(max(np.cumsum(steps).max(initial=0.0), 0.0))
+
+
 def stage_held(kind: np.ndarray, stage: np.ndarray, which: int) -> float:
     """Most micro-batches whose activations stage `which` itself holds at once (its ops run on one device, in
     order): what the embedding (first stage) or the output layer and loss (last stage) keep, wherever the device

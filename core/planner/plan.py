@@ -115,7 +115,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     # Candidates ruled out otherwise (no framework runs them, TP across servers, ...) are told their memory with
     # what the budget has left, once the feasible ones are timed; none of them is simulated.
     rest = split_ok.sized & ~gate.hopeless & ~gate.want
-    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False, paid=paid)
+    more, _, spent = simulation.place_all(c, codes, rest, spent, keep=False, paid=paid, split=_split_of(model, opts))
     simulation.trim_compiled()
     acts, worst = held.merged((acts, worst), held.of(more, rest & np.isfinite(more["inflight"])))
     order = {k: np.where(gate.want, order[k], more[k]) for k in order}
@@ -158,11 +158,17 @@ def _structure(search, model, gpu, bpp, opts: rank_memory.Options, room: float) 
     # are the same under every other step-time assumption.
     shapes = np.stack([c.schedule, c.p, c.m, c.chunks], axis=1).astype(np.int64)
     paid: set = set()
-    order, refused, spent = simulation.place_all(c, shapes, gate.want, paid=paid)
+    order, refused, spent = simulation.place_all(c, shapes, gate.want, paid=paid, split=_split_of(model, opts))
     held = _Held(model, c, keys, opts, last_on_first)
     acts, worst = held.of(order, gate.want & np.isfinite(order["inflight"]))
     placed = (order, refused, spent, frozenset(paid), acts, worst, mem.device(keys, acts)["total"] <= room)
     return c, more, split_ok, mem, gate, last_on_first, static, warnings(c, model), placed, keys
+
+
+def _split_of(model, opts: rank_memory.Options) -> tuple[int, int] | None:
+    """(layers, prediction depths) where the embedding and the loss take layer slots: the end devices' in-flight
+    counts are then weighted by their chunks' layers (core.planner.simulation.in_flight)."""
+    return (model.layers, model.mtp_layers) if opts.ends_in_split else None
 
 
 @dataclass(frozen=True, eq=False)
