@@ -99,7 +99,8 @@ def test_end_devices_weigh_their_chunks_by_their_layers():
     # Megatron-LM's CI case: 6 layers + embedding + loss in 8 slots over p = 4, v = 2 (core.model.stage_split), m = 4.
     # The last device holds all 4 micro-batches of its layer chunk and 1 of its loss-only chunk: 5 chunk visits,
     # 2.5 full-stage units unweighted, 4 layers' worth weighted; the first device's embedding-only chunk weighs 0.
-    from core.planner.simulation import end_ratios, in_flight
+    from core.model.stage_split import end_ratios
+    from core.planner.simulation import in_flight
     assert end_ratios(6, 0, 4, 2) == (0.0, 0.0) and end_ratios(32, 0, 4, 2) is None  # 32 layers: 4 on every stage
     plain, weighted = in_flight("interleaved", 4, 4, 2), in_flight("interleaved", 4, 4, 2, ends=(0.0, 0.0))
     assert plain[1] == 2.5 and weighted[1] == 4.0

@@ -75,3 +75,12 @@ def recomputed(device_layers, chunks, count, recompute) -> np.ndarray:
     count = np.asarray(count, dtype=float)
     partial = (np.asarray(recompute) == "full") & (count > 0)
     return np.where(partial, np.minimum(count * np.asarray(chunks, dtype=float), n), n)
+
+
+def end_ratios(layers: int, mtp: int, p: int, chunks: int) -> tuple[float, float] | None:
+    """(first, last) stage's layers over a middle stage's where the ends count in the split, rounded to 1/64 (a cache
+    key of the in-flight counts that weigh each chunk by its layers); None where every stage holds the same."""
+    mid, first, last = (float(x) for x in stage_layers(layers, p, chunks, mtp, True))
+    if mid <= 0 or (first == mid and last == mid):
+        return None
+    return round(first / mid * 64) / 64, round(last / mid * 64) / 64

@@ -45,6 +45,23 @@ def weighted_peak(kind: np.ndarray, seg: np.ndarray, stage: np.ndarray, device: 
     return float(max(np.cumsum(steps).max(initial=0.0), 0.0))
 
 
+def weighted_ends(ops, num_stages: int, stages_per_device: float, last: int, ends: tuple[float, float]
+                  ) -> tuple[float, float]:
+    """The first and the last stage's devices' layer-weighted peaks (weighted_peak), each in units of its own
+    layers: `ends` are the first and the last stage's layers over a middle stage's (core.model.stage_split
+    end_ratios); `ops` has the order's kind, seg and stage (a compiled schedule or a Timeline). NaN where an end
+    device holds no layers."""
+    weight = np.ones(num_stages)
+    weight[0], weight[-1] = ends
+    out = []
+    for device, own in ((0, ends[0]), (last, ends[1])):
+        layers = stages_per_device - 1.0 + own  # the device's layers in a middle chunk's units
+        if layers <= 0:
+            return float("nan"), float("nan")
+        out.append(weighted_peak(ops.kind, ops.seg, ops.stage, device, weight) / layers)
+    return out[0], out[1]
+
+
 def stage_held(kind: np.ndarray, stage: np.ndarray, which: int) -> float:
     """Most micro-batches whose activations stage `which` itself holds at once (its ops run on one device, in
     order): what the embedding (first stage) or the output layer and loss (last stage) keep, wherever the device

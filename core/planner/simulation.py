@@ -20,7 +20,7 @@ from core.params.planner import SEARCH_SCHEDULES
 from core.pipeline.schedules import REGISTRY, build, estimated_ops
 from core.pipeline.schedules.ir import Schedule
 from core.pipeline.simulate import Compiled, Costs, compile_schedule, run_shapes
-from core.pipeline.timeline import end_counts, peak_held, weighted_peak
+from core.pipeline.timeline import end_counts, peak_held, weighted_ends
 from core.planner.groups import distinct
 
 _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
@@ -206,9 +206,9 @@ def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True, ends: tu
     order alone (core.pipeline.timeline.peak_held: the count the simulated timeline reports, read without running
     it), or why the simulator refuses the schedule. Kept across plans, a few numbers per (schedule, p, m, v, ends);
     the compiled schedule is kept for the simulator only with `keep`. `ends`: the first and the last stage's layers
-    relative to a middle stage's where the embedding and the loss take layer slots (end_ratios); the end devices'
-    counts are then their layer-weighted peaks over their layers, so that the memory model's count x layers is what
-    they hold (an interleaved last device holding four micro-batches of its layer chunk and one of its loss-only
+    relative to a middle stage's where the embedding and the loss take layer slots (stage_split.end_ratios); the end
+    devices' counts are then their layer-weighted peaks over their layers, so that the memory model's count x layers
+    is what they hold (an interleaved last device holding four micro-batches of its layer chunk and one of its loss-only
     chunk holds four layers' worth, not 2.5)."""
     key = (schedule, p, m, v, ends)
     got = _ORDER.get(key)
@@ -223,33 +223,11 @@ def in_flight(schedule: str, p: int, m: int, v: int, keep: bool = True, ends: tu
             last = 0 if v_shape else p - 1
             got = end_counts(peak, compiled.kind, compiled.stage, last)
             if ends is not None and sched.stages_per_device > 1 and not v_shape:
-                got = (*_weighted_ends(compiled, sched, last, ends), *got[2:])
+                got = (*weighted_ends(compiled, sched.num_stages, sched.stages_per_device, last, ends), *got[2:])
         if len(_ORDER) >= _SIM_CACHE_MAX:
             _ORDER.clear()
         _ORDER[key] = got
     return got
-
-
-def _weighted_ends(compiled, sched, last: int, ends: tuple[float, float]) -> tuple[float, float]:
-    """The first and the last stage's devices' layer-weighted peaks, in units of their own layers."""
-    weight = np.ones(sched.num_stages)
-    weight[0], weight[-1] = ends
-    out = []
-    for device, own in ((0, ends[0]), (last, ends[1])):
-        layers = sched.stages_per_device - 1.0 + own  # the device's layers in a middle chunk's units
-        if layers <= 0:
-            return float("nan"), float("nan")
-        out.append(weighted_peak(compiled.kind, compiled.seg, compiled.stage, device, weight) / layers)
-    return out[0], out[1]
-
-
-def end_ratios(layers: int, mtp: int, p: int, chunks: int) -> tuple[float, float] | None:
-    """(first, last) stage's layers over a middle stage's when the ends count in the split (core.model.stage_split),
-    rounded to 1/64 (a cache key); None where every chunk holds the same."""
-    mid, first, last = (float(x) for x in stage_split.stage_layers(layers, p, chunks, mtp, True))
-    if mid <= 0 or (first == mid and last == mid):
-        return None
-    return round(first / mid * 64) / 64, round(last / mid * 64) / 64
 
 
 def last_on_first(c: dict) -> np.ndarray:
@@ -298,7 +276,7 @@ def place_all(c: dict, codes: np.ndarray, want: np.ndarray, spent: int = 0, keep
         if spent + cost > SIM_BUDGET * (PLACE_SHARE if keep else 1.0):
             why[i] = _spent()
             continue
-        ends = end_ratios(split[0], split[1], p, v) if split and v > 1 else None
+        ends = stage_split.end_ratios(split[0], split[1], p, v) if split and v > 1 else None
         got = in_flight(*key, keep=keep, ends=ends)
         if not isinstance(got, str) and not np.isfinite(got[0]):
             got = in_flight(*key, keep=keep)  # an end device with no layers: the plain count

@@ -23,12 +23,13 @@ from core.errors import InputError
 from core.memory import deepspeed_estimate, device_activations, equivalence, experts, fit, fsdp, per_gpu
 from core.memory import states as memory
 from core.memory.offload import PARAM_OFFLOADS
-from core.model import counts, presets
+from core.model import counts, presets, stage_split
 from core.params import zero_page
 from core.params.memory import ZERO, ZeroParams
 from core.params.pipeline import PIPELINE
 from core.pipeline.result import PipelineParams, simulate
-from core.pipeline.timeline import end_counts
+from core.pipeline.schedules import chunks_per_device
+from core.pipeline.timeline import end_counts, weighted_ends
 from core.units import GB
 from core.views.zero_report import (
     ActInputs,
@@ -199,9 +200,10 @@ class ZeroView:
     units_note: str = ""  # Psi counts values (core.cost.comm.volume_units_note)
 
 
-def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
+def in_flight(a: ActInputs, p: int, ends: tuple[float, float] | None = None) -> per_gpu.InFlight:
     """Micro-batches each end stage holds under the schedule, from the pipeline simulator (the schedule's order
-    alone sets them: the same counts the planner's simulation keeps for its rows, core.planner.simulation);
+    alone sets them: the same counts the planner's simulation keeps for its rows, core.planner.simulation, the end
+    devices weighted by their chunks' layers where the ends take layer slots: `ends`, stage_split.end_ratios);
     InputError when the simulator refuses the schedule or p is beyond it."""
     if p > PIPELINE["p"].hi:
         raise InputError(f"activations: the pipeline simulator covers p <= {PIPELINE['p'].hi:g}; p = {p} is "
@@ -214,7 +216,20 @@ def in_flight(a: ActInputs, p: int) -> per_gpu.InFlight:
     last = int(np.argwhere(s.stage_map == s.num_stages - 1)[0, 0])  # the device of the last stage
     first, last_held, middle, first_stage, last_stage = end_counts(held, result.timeline.kind,
                                                                    result.timeline.stage, last)
+    if ends is not None and s.stages_per_device > 1 and not (last == 0 and p > 1):
+        weighted = weighted_ends(result.timeline, s.num_stages, s.stages_per_device, last, ends)
+        if np.isfinite(weighted[0]):
+            first, last_held = weighted
     return per_gpu.InFlight(first, last_held, last == 0 and p > 1, middle, first_stage, last_stage)
+
+
+def _end_ratios(q, shape: Shape, a: ActInputs) -> tuple[float, float] | None:
+    """The end stages' layers over a middle one's where the embedding and the loss take layer slots (as the planner
+    weighs its rows' end devices), else None."""
+    chunks = chunks_per_device(a.schedule, a.v)
+    if not (q.ends_in_split and q.split == "embedding-on-ends") or q.p < 2 or chunks < 2:
+        return None
+    return stage_split.end_ratios(shape.layers, shape.mtp_layers, q.p, chunks)
 
 
 def _act_info(cfg: per_gpu.MemoryConfig, a: ActInputs, p: int) -> ActInfo:
@@ -286,7 +301,7 @@ def zero_view(q: ZeroParams, shape: Shape, act: ActInputs | None) -> ZeroView:
     got, info = rep.states, None
     if act is not None:
         try:
-            cfg = memory_config(q, shape, act, in_flight(act, q.p))
+            cfg = memory_config(q, shape, act, in_flight(act, q.p, _end_ratios(q, shape, act)))
             got = per_gpu.per_gpu(cfg)
             info = _act_info(cfg, act, q.p)
         except InputError as exc:
