@@ -79,6 +79,7 @@ def params_of(row: dict) -> PlannerParams:
         **_model(row["model"]), gpu=row["gpu"], gpu_mem=gpu_mem * GIB / GB if gpu_mem else 0.0, reserve_frac=0.0,
         gpus=lay["gpus"], batch=lay["batch"], mb_sizes=(float(lay["micro_batch"]),), precision=row["precision"],
         fix_t=t, fix_p=p, fix_cp=cp, fix_ep=lay.get("ep", 0), fix_etp=lay.get("etp", 0),
+        fix_replicate=lay.get("replicate", 1),
         fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=lay.get("schedule") or "1f1b",
         v=max(int(lay.get("v") or 2), 2), recompute=lay["recompute"], sp="on" if lay["sequence_parallel"] else "off",
         reshard="on" if lay.get("reshard", True) else "off", tp_comm_overlap="off", offload="none",

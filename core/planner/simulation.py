@@ -27,7 +27,7 @@ _SIM_CACHE: dict[tuple, tuple[float, ...] | str] = {}
 _SIM_CACHE_MAX = 8192
 _COMPILED: dict[tuple, tuple[int, bool, Schedule, Compiled] | str] = {}  # (schedule, p, m, v) -> its structure
 _COMPILED_MAX = 512
-_ORDER: dict[tuple, tuple[float, float] | str] = {}  # (schedule, p, m, v) -> in_flight
+_ORDER: dict[tuple, tuple[float, float] | str] = {}  # (schedule, p, m, v, ends) -> in_flight
 # Compiled schedules kept between plans, in operations (~75 bytes each: 2,000,000 hold ~150 MB). A plan may compile
 # up to SIM_BUDGET operations (~0.9 GB at the largest questions); keeping them all made the planner hold 877 MB
 # after one Megatron-1T question on 55,440 GPUs. The oldest are dropped after each plan.
