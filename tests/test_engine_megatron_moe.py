@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -50,3 +51,29 @@ def test_megatron_core_moe_layer_keeps_what_the_accounting_lists():
     for name, case in CASES.items():
         per_layer = 8 * case["experts"] + 4  # tokens per expert (int64), the auxiliary loss (fp32)
         assert got[name] == _modelled(case) + per_layer, name
+
+
+def test_the_allgather_dispatcher_keeps_the_same_bytes_per_routed_copy():
+    # Megatron-Core's default dispatcher on two gloo ranks of one expert-parallel group: each rank gathers both
+    # ranks' tokens and keeps the copies routed to its own experts, so over the group it keeps what alltoall keeps
+    # for the same tokens (the gathered hidden states are not saved: index_select keeps its indices only). One rank
+    # alone may keep more or less (its experts' share of the routing): the memory model counts the average.
+    need("megatron.core")
+    case = dict(CASES["gelu"], dispatcher="allgather", ep=2, tokens=128)
+    path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    runs = [subprocess.Popen([sys.executable, str(ENGINES / "megatron_moe_worker.py"), json.dumps({"ag": case}),
+                              "--ranks", "2", str(port), str(rank)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env) for rank in (0, 1)]
+    kept = []
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-4000:]
+        line = next(x for x in out.splitlines() if x.startswith("moe kept bytes "))
+        kept.append(json.loads(line.removeprefix("moe kept bytes "))["ag"])
+    per_layer = 8 * case["experts"] + 4
+    assert sum(kept) / 2 == _modelled(case) + per_layer
+    assert min(kept) < max(kept)  # the ranks' shares of the routing differ

@@ -3,7 +3,9 @@
 Run as its own process (tests/test_engine_megatron_moe.py): Megatron-Core asks for CUDA streams and events, which a
 CPU build of PyTorch lacks, so they are replaced by stand-ins that do nothing; that would leak into other tests.
 One gloo rank, Megatron's local layer spec (SequentialMLP: each expert an MLP weighed by its routing probabilities,
-as TEGroupedMLP weighs its grouped GEMM's tokens), the alltoall dispatcher, the auxiliary-loss router.
+as TEGroupedMLP weighs its grouped GEMM's tokens), the alltoall dispatcher, the auxiliary-loss router; or, with
+`--ranks N PORT RANK`, rank RANK of N gloo ranks of one expert-parallel group running a case's own dispatcher
+(allgather: the group gathers every rank's tokens, each rank keeps its experts' share).
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def moe_kept_bytes(case: dict) -> int:
     cfg = TransformerConfig(
         num_layers=1, hidden_size=case["hidden"], num_attention_heads=4, num_moe_experts=case["experts"],
         moe_router_topk=case["top_k"], moe_ffn_hidden_size=case["expert_ffn"], ffn_hidden_size=case["expert_ffn"],
-        moe_shared_expert_intermediate_size=case["shared_ffn"] or None, moe_token_dispatcher_type="alltoall",
+        moe_shared_expert_intermediate_size=case["shared_ffn"] or None,
+        moe_token_dispatcher_type=case.get("dispatcher", "alltoall"), expert_model_parallel_size=case.get("ep", 1),
         moe_grouped_gemm=False, moe_permute_fusion=False, moe_router_load_balancing_type="aux_loss",
         moe_aux_loss_coeff=1e-2, bf16=True, params_dtype=torch.bfloat16, gated_linear_unit=gated,
         activation_func=torch.nn.functional.silu if gated else torch.nn.functional.gelu,
@@ -69,7 +72,7 @@ def moe_kept_bytes(case: dict) -> int:
         attention_dropout=0.0)
     spec = get_gpt_layer_local_spec(num_experts=case["experts"], moe_grouped_gemm=False)
     layer = build_module(spec.submodules.mlp, config=cfg).to(torch.bfloat16)
-    torch.manual_seed(0)
+    torch.manual_seed(dist.get_rank())
     x = torch.randn(case["tokens"], 1, case["hidden"], dtype=torch.bfloat16, requires_grad=True)
     skip = {p.untyped_storage().data_ptr() for p in layer.parameters()} | {x.untyped_storage().data_ptr()}
     total, (out, _) = kept_bytes(torch, lambda: layer(x), skip)
@@ -79,10 +82,11 @@ def moe_kept_bytes(case: dict) -> int:
 
 def main() -> None:
     _cpu_only()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_port()}", rank=0, world_size=1)
+    ranks, port, rank = (int(x) for x in sys.argv[3:6]) if sys.argv[2:3] == ["--ranks"] else (1, _port(), 0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
     from megatron.core import parallel_state
 
-    parallel_state.initialize_model_parallel(1, 1)
+    parallel_state.initialize_model_parallel(1, 1, expert_model_parallel_size=ranks)
     cases = json.loads(sys.argv[1])
     print("moe kept bytes " + json.dumps({name: moe_kept_bytes(case) for name, case in cases.items()}), flush=True)
     dist.destroy_process_group()
