@@ -74,3 +74,11 @@ def test_the_export_names_the_dispatcher_and_reads_back():
     assert "--moe-token-dispatcher-type allgather" in text
     assert megatron_args.read(text).raw["moe_dispatcher"] == "allgather"
     assert np.isfinite(_time())
+
+
+def test_the_export_does_not_ask_megatron_for_the_ep_overlap_with_allgather():
+    lay = Layout(model=presets.model("mixtral-8x7b"), gpu=H100, t=1, p=1, d=8, ep=8, global_batch=64,
+                 zero_stage=1, moe_dispatcher="allgather", moe_a2a_overlap=True)
+    art = megatron_export(lay)
+    assert "--overlap-moe-expert-parallel-comm" not in art.text
+    assert any("allgather dispatcher" in n for n in art.notes)

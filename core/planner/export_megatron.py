@@ -200,6 +200,7 @@ def _a2a_overlap(layout: Layout, notes: list[str]) -> list[str]:
     if not layout.moe_a2a_overlap:
         return []
     why = ("ep = 1" if layout.ep == 1 else "full recompute" if layout.recompute == "full" else
+           "the allgather dispatcher (it needs alltoall or flex)" if layout.moe_dispatcher == "allgather" else
            f"the {layout.schedule} schedule (with p > 1 it needs the interleaved one)"
            if layout.p > 1 and layout.schedule != "interleaved" else "")
     if why:
