@@ -46,7 +46,7 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
                                      ends_in_split=True),
     # ... and interleaved: 82 slots over 8 x 4 stages, 2 layers on the end stages and 3 on the others, so the end
     # devices' in-flight counts are weighted by their chunks' layers (core.pipeline.timeline.weighted_ends)
-    "llama3-70b-ends-vp": PlannerParams(model="llama3-70b", gpus=64, batch=512, fix_t=8, fix_p=8,
+    "llama3-70b-ends-vp": PlannerParams(model="llama3-70b", gpus=128, batch=512, fix_t=8, fix_p=8,
                                         schedule="interleaved", v=4, mb_sizes=(1,), ends_in_split=True),
     # hybrid sharding: ZeRO within 8 of the 32 data-parallel ranks, 4 copies (the ZeRO page opens at N_d = 8)
     "llama3-70b-hsdp": PlannerParams(model="llama3-70b", gpus=256, batch=512, fix_t=8, fix_replicate=4,
