@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.cost import collective
+from core.params.memory import GRAD_BYTES
 
 MEGATRON_BUCKET = (40e6, 1e6)  # max(40M, 1M x dp size) parameters (megatron/core/distributed/
 #                                distributed_data_parallel.py; research/micro megatron_ddp_bucket_size_default)
@@ -72,11 +73,7 @@ def reduce_bytes(grad_dtype: str, precision: str) -> float:
     reduces its main_grad buffer as it is, param_and_grad_buffer.py; FSDP2 in its reduce_dtype), and where the
     buffer is the framework's default (auto), fp32 under BF16 and FP8 ('accumulate and all-reduce gradients in fp32
     for bfloat16', megatron/training/arguments.py) and 16 bits under FP16."""
-    if grad_dtype in ("bf16", "fp16"):
-        return 2.0
-    if grad_dtype == "fp32":
-        return 4.0
-    return 2.0 if precision == "fp16" else 4.0
+    return GRAD_BYTES.get(grad_dtype, 2.0 if precision == "fp16" else 4.0)
 
 
 def bucket_params(bucket_mparams: float, n) -> np.ndarray:

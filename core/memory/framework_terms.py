@@ -13,11 +13,11 @@ import numpy as np
 from core.frameworks import accounting
 from core.memory import fp8 as fp8_bytes
 from core.memory.states import BytesPerParam
+from core.params.memory import GRAD_BYTES
 
 MASTER = 4.0  # bytes of the fp32 master copy the mixed-precision optimizer presets count in K (core.memory.states)
 
 
-GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 
 
 def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, grad_dtype: str = "auto",

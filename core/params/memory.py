@@ -33,7 +33,8 @@ WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
 LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native")  # core.frameworks.loss
-GRAD_DTYPES = ("auto", "fp32", "bf16", "fp16")
+GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}  # a gradient buffer's bytes per value, by its precision
+GRAD_DTYPES = ("auto", *GRAD_BYTES)  # auto: the framework's own (core.frameworks)
 OPTIMIZER_DTYPES = ("fp32", "bf16")
 
 ZERO = table(
