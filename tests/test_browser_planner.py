@@ -7,6 +7,7 @@ import pytest
 
 from core.params.planner import PlannerParams
 from core.planner import plan as planner
+from tests.browser_layout import settle
 from tests.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
@@ -62,8 +63,9 @@ def test_the_pipeline_link_opens_the_candidates_schedule(page, streamlit_server)
     link = page.get_by_role("link", name="Its schedule on the Pipeline page")
     href = link.get_attribute("href")
     assert "pipeline?" in href and "p=12" in href and "m=128" in href  # in-app page link, defaults left out
+    settle(page)  # a click while the run redraws the link can land on the element being replaced
     link.click()
-    page.wait_for_url(re.compile(r"/pipeline\?.*p=12"))
+    page.wait_for_url(re.compile(r"/pipeline\?.*p=12"), timeout=60_000)
     page.get_by_text("Bubble: idle share").wait_for()
     # the planner's simulated bubble: 11 / 139 of the schedule plus the idle time the heavier last stage (BLOOM's
     # 250,880-token output layer) forces on the others, the same on the Pipeline page

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.configs.check import check
+from tests.browser_layout import settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -39,7 +40,8 @@ def test_an_uploaded_pair_is_checked_and_opens_in_the_planner(page, streamlit_se
     assert metric(main, "Step time") == f"{row['step_time_s']:,.2f} s"
     link = main.get_by_role("link", name="Open this run in the planner")
     assert "fix_d=64" in link.get_attribute("href")
-    link.click()
-    page.wait_for_url(re.compile(r".*/planner\?.*fix_d=64"))
+    settle(page)  # a click while the run redraws the link can land on the element being replaced
+    with page.expect_navigation(url=re.compile(r".*/planner\?.*fix_d=64"), wait_until="commit", timeout=60_000):
+        link.click()
     main.get_by_text("1 x 1 x 64", exact=True).first.wait_for(timeout=60_000)
     assert metric(main, "Step time") == f"{row['step_time_s']:,.2f} s"  # the page's own headline: the same row
