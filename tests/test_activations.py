@@ -156,6 +156,21 @@ def test_megatron_mla_layer_keeps_its_latents_and_wider_query_key():
     assert float(shape.per_layer("selective")) == s * b * (by_token - qkv - 4 * a)
 
 
+def test_megatron_qk_layernorm_keeps_each_norms_contiguous_input_and_statistics():
+    """--qk-layernorm (TENorm on q and k over the head size): each keeps its input made contiguous (bf16) and fp32
+    statistics per head (mean and rsigma for LayerNorm, rsigma for RMSNorm), under no and selective recompute; a
+    key/value head stays whole on a rank (4 kv heads at t = 8: one each)."""
+    h, a, kv, d, f, s, b, t = 4096, 64, 4, 128, 12288, 4096, 1, 8
+    for norm, stats in (("rmsnorm", 4), ("layernorm", 8)):
+        base = dict(flash=True, kv_heads=kv, ffn=f, mlp="swiglu", norm=norm, dropout=False, rope=True, t=t,
+                    sequence_parallel=True, attn_width=a * d, accounting="megatron")
+        plain, qk = (act.Shape(s, b, h, a, qk_norm=on, **base) for on in (False, True))
+        extra = s * b * (2 * a * d / t + 2 * d * 1 + stats * a / t + stats * 1)
+        for mode in ("none", "selective"):
+            assert float(qk.per_layer(mode)) - float(plain.per_layer(mode)) == extra
+        assert float(qk.per_layer("full")) == float(plain.per_layer("full"))
+
+
 def test_torchtitan_per_op_policy_counts_on_from_mla_query_latent():
     """torchtitan's per-op policy saves every other matmul's output, counted from the layer's first: after plain
     attention's four (or MLA's without a query latent) a SwiGLU keeps w1's and w2's outputs; after MLA's five (wq_a,

@@ -18,13 +18,14 @@ from tests.engines.saved_bytes import kept_bytes
 LLAMA = dict(hidden=256, heads=8, kv_heads=2, ffn=688)  # grouped-query attention, 4 query heads per K/V head
 
 
-def _layer(torch, transformers):
-    cfg = transformers.LlamaConfig(hidden_size=LLAMA["hidden"], num_attention_heads=LLAMA["heads"],
-                                   num_key_value_heads=LLAMA["kv_heads"], intermediate_size=LLAMA["ffn"],
-                                   vocab_size=512, num_hidden_layers=1, attention_dropout=0.0,
-                                   tie_word_embeddings=False, attn_implementation="sdpa")
+def _layer(torch, transformers, family: str = "Llama"):
+    """One decoder layer of `family` (Llama, or Qwen3: the same block with per-head q and k RMSNorms)."""
+    cfg = getattr(transformers, f"{family}Config")(
+        hidden_size=LLAMA["hidden"], num_attention_heads=LLAMA["heads"], num_key_value_heads=LLAMA["kv_heads"],
+        intermediate_size=LLAMA["ffn"], vocab_size=512, num_hidden_layers=1, attention_dropout=0.0,
+        tie_word_embeddings=False, attn_implementation="sdpa", head_dim=LLAMA["hidden"] // LLAMA["heads"])
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).train()
+    model = getattr(transformers, f"{family}ForCausalLM")(cfg).to(torch.bfloat16).train()
     return model.model
 
 
@@ -49,10 +50,10 @@ def _saved(torch, inner, b: int, s: int, checkpoint: bool, hidden: int = LLAMA["
     return got
 
 
-def _modelled(b: int, s: int, recompute: str) -> float:
+def _modelled(b: int, s: int, recompute: str, qk_norm: bool = False) -> float:
     shape = activations.Shape(s, b, LLAMA["hidden"], LLAMA["heads"], recompute=recompute, flash=True,
                               kv_heads=LLAMA["kv_heads"], ffn=LLAMA["ffn"], mlp="swiglu", norm="rmsnorm",
-                              dropout=False, rope=True, accounting="deepspeed")
+                              dropout=False, rope=True, accounting="deepspeed", qk_norm=qk_norm)
     return float(shape.per_layer())
 
 
@@ -66,6 +67,18 @@ def test_a_llama_layer_saves_what_the_hugging_face_block_lists(b, s):
     t, h, f = b * s, LLAMA["hidden"], LLAMA["ffn"]
     by_hand = 16 * t * h + 4 * t * h + 4 * t * (h // 4) + 8 * t * f + 8 * t + 4 * t * LLAMA["heads"]
     assert got == by_hand == _modelled(b, s, "none")
+
+
+def test_a_qwen3_layer_keeps_its_qk_norms_inputs_and_statistics():
+    # Qwen3 is Llama's block plus q_norm and k_norm (RMSNorm over the head size, before RoPE): each keeps the fp32
+    # copy of its input, the normalised bf16 tensor and the fp32 rsqrt per head: 6 T (q + kv) + 4 T (heads + kv heads)
+    torch, transformers = need("torch"), need("transformers")
+    b, s = 2, 128
+    qwen = _saved(torch, _layer(torch, transformers, "Qwen3"), b, s, checkpoint=False)
+    llama = _saved(torch, _layer(torch, transformers), b, s, checkpoint=False)
+    t, q, kv = b * s, LLAMA["hidden"], LLAMA["hidden"] // 4
+    assert qwen - llama == 6 * t * (q + kv) + 4 * t * (LLAMA["heads"] + LLAMA["kv_heads"]) == 1960 * t
+    assert qwen == _modelled(b, s, "none", qk_norm=True)
 
 
 def test_under_full_recompute_a_layer_keeps_its_input():

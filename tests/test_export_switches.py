@@ -57,3 +57,16 @@ def test_scripts_say_which_switches_they_do_not_run():
 def test_a_layout_refuses_an_unknown_switch():
     with pytest.raises(InputError, match="loss"):
         _layout(loss="chunked")
+
+
+def test_qk_norm_is_exported_and_read_back_as_the_preset():
+    # Qwen3 normalises q and k per head: the command says --qk-layernorm, and reading it back gives Qwen3's preset
+    # (an architecture without it would be a custom model whose activations miss the norms' inputs)
+    qwen = _layout(model=presets.model("qwen3-32b"), t=8, p=1, d=8)
+    assert "--qk-layernorm" in megatron_export(qwen).text
+    assert _read(qwen)["model"] == "qwen3-32b"
+    assert "--qk-layernorm" not in megatron_export(_layout()).text
+    # with latent attention the flag norms the latents, which MLA counts already: not exported, read as no effect
+    dsv3 = replace(presets.model("deepseek-v3"), qk_norm=True)
+    mla = _layout(model=dsv3, t=1, p=8, d=8, ep=8, sequence_parallel=False)
+    assert "--qk-layernorm" not in megatron_export(mla).text

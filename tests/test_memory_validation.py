@@ -74,10 +74,12 @@ def test_megatron_ci_dense_runs_within_three_percent(result):
     dense = _rows(result, "mcore-ci-")
     dense = dense[~dense.index.str.contains("moe")]
     assert len(dense) >= 31
-    # held-out cases beyond 3 % (docs/memory.md): QK layernorm (not an input), TP2 CP2 on one stage, and FP8
-    # tensorwise with FP8 parameter gather and TP overlap, 0.12 GB short (TE's TP-overlap cuBLAS workspaces)
-    known = {"mcore-ci-tp4-qk-layernorm": 0.06, "mcore-ci-tp2-cp2-sp": 0.04, "mcore-ci-tp2-pp2-fp8-tp-overlap": 0.15}
-    assert np.abs(dense.drop(list(known))["error"]).max() < 0.03
+    # held-out cases beyond 3 % (docs/memory.md): TP2 CP2 on one stage, and FP8 tensorwise with FP8 parameter gather
+    # and TP overlap, 0.12 GB short (TE's TP-overlap cuBLAS workspaces)
+    known = {"mcore-ci-tp2-cp2-sp": 0.04, "mcore-ci-tp2-pp2-fp8-tp-overlap": 0.15}
+    assert np.abs(dense.drop(list(known) + ["mcore-ci-tp4-qk-layernorm"])["error"]).max() < 0.03
+    # --qk-layernorm: each per-head norm keeps its contiguous input and fp32 statistics (-5.2 % before it was counted)
+    assert -0.031 < dense.loc["mcore-ci-tp4-qk-layernorm", "error"] < -0.025
     assert all(abs(dense.loc[k, "error"]) < bound for k, bound in known.items())
     assert np.abs(dense["error"]).mean() < 0.02
     # with the ends in the split, an interleaved last device holds 4 micro-batches of its layer chunk and 1 of its

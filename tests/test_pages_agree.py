@@ -33,8 +33,9 @@ QUESTIONS = {  # dense, GQA, MoE (two kinds), long context (CP), FP8, offload, c
                                          cp_comm="all-gather"),  # Llama 3's exchange: the gathered K/V's buffers
     "llama3-70b-fp8": PlannerParams(model="llama3-70b", gpus=64, batch=512, precision="fp8"),
     "offload": PlannerParams(model="llama3-70b", gpus=8, batch=64, offload="all", zero="3", mb_sizes=(1,)),
+    # GPT-J's parallel block with per-head q and k norms: the ZeRO page's custom model keeps both
     "custom-dense": PlannerParams(model="custom", layers=32, hidden=4096, heads=32, ffn=16384, vocab=50000,
-                                  gpus=32, batch=256, mb_sizes=(1,)),
+                                  parallel=True, qk_norm=True, gpus=32, batch=256, mb_sizes=(1,)),
     "custom-moe": PlannerParams(gpus=32, batch=256, mb_sizes=(1,), **CUSTOM_MOE),
     # Moonlight's shape: multi-head latent attention (kv latent 512, no query latent) with fine-grained experts
     "custom-mla": PlannerParams(model="custom", layers=27, hidden=2048, heads=16, ffn=11264, vocab=163840,

@@ -23,8 +23,11 @@ NO_EFFECT = {
         "attention_bias", "mlp_bias", "hidden_act", "router_aux_loss_coef", "output_router_logits",
         "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor",
         "aux_loss_alpha", "seq_aux", "moe_layer_freq", "decoder_sparse_step", "router_jitter_noise",
-        "embd_pdrop", "resid_pdrop", "qk_layernorm", "rope_interleave", "partial_rotary_factor", "head_dim_scale"),
+        "embd_pdrop", "resid_pdrop", "rope_interleave", "partial_rotary_factor", "head_dim_scale"),
 }
+# Families whose attention normalises q and k (transformers' modeling_*.py q_norm / k_norm: RMSNorm over the head
+# size, OLMo 2's over the projection); a config may also say so itself (qk_layernorm, use_qk_norm).
+QK_NORM = ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3", "gemma3_text")
 _NO_EFFECT = {k: why for why, keys in NO_EFFECT.items() for k in keys}
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -81,6 +84,22 @@ def _sizes(data: dict, r: Reading) -> dict[str, object]:
     return arch
 
 
+def _qk_norm(data: dict, family: str, arch: dict[str, object], r: Reading) -> None:
+    """QK normalisation: the family's (QK_NORM), or the config's own qk_layernorm / use_qk_norm."""
+    for key in ("qk_layernorm", "use_qk_norm"):
+        if key in data:
+            value = data.pop(key)
+            if not isinstance(value, bool):
+                r.unsupported(key, value, "not true or false; the family decides")
+                continue
+            arch["qk_norm"] = value
+            r.read(key, value, {}, f"qk_norm = {str(value).lower()}")
+            return
+    if family in QK_NORM:
+        arch["qk_norm"] = True
+        r.read("model_type", family, {}, "qk_norm = true (the family normalises q and k)")
+
+
 def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None:
     """Head size, MLP kind, tying, shared experts, dropout and windows; fails when the sizes are missing."""
     source = r.source
@@ -99,6 +118,7 @@ def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None
         arch["mlp"] = "swiglu" if gated else "gelu"
         r.read("model_type", family, {}, f"mlp = {arch['mlp']}" + ("" if gated else " (not a gated family the "
                                                                    "importer knows: GPT-style)"))
+    _qk_norm(data, family, arch, r)
     tied = data.pop("tie_word_embeddings", None)
     if tied is not None and not isinstance(tied, bool):
         raise InputError(f"{r.source}: tie_word_embeddings {str(tied)[:20]!r} is not true or false")

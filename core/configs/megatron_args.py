@@ -47,7 +47,7 @@ _NO_EFFECT = {
         "embeddings", "rotary-seq-len-interpolation-factor", "use-rope-scaling", "rope-scaling-factor",
         "max-position-embeddings", "decoder-seq-length", "norm-epsilon", "layernorm-epsilon",
         "apply-layernorm-1p", "bf16-reduce-in-fp32", "no-persist-layer-norm",
-        "make-vocab-size-divisible-by", "use-distributed-optimizer-in-fp32", "untie-embeddings", "qk-layernorm",
+        "make-vocab-size-divisible-by", "use-distributed-optimizer-in-fp32", "untie-embeddings",
         "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
         "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-topk-scaling-factor",
         "moe-router-pre-softmax", "moe-router-dtype", "moe-router-num-groups", "moe-router-group-topk",
@@ -224,9 +224,16 @@ def _model(flags: dict[str, str], r: Reading) -> dict[str, object]:
         r.read("--untie-embeddings-and-output-weights", "true", {}, "tied = false")
     else:
         arch["tied"] = True
+    qk_norm = _pop(flags, "qk-layernorm") == "true"
     if "ffn" not in arch and "hidden" in arch:
         arch["ffn"] = 4 * int(arch["hidden"])  # Megatron's default --ffn-hidden-size
-    if _pop(flags, "multi-latent-attention") == "true":
+    mla = _pop(flags, "multi-latent-attention") == "true"
+    if qk_norm and mla:  # multi_latent_attention.py: q_layernorm / kv_layernorm are the latents' norms
+        r.no_effect("--qk-layernorm", "true", "with latent attention it norms the latents, which MLA counts already")
+    elif qk_norm:
+        arch["qk_norm"] = True
+        r.read("--qk-layernorm", "true", {}, "qk_norm = true (q and k normalised per head: their norms' inputs kept)")
+    if mla:
         r.read("--multi-latent-attention", "true", {}, "multi-head latent attention (needs --kv-lora-rank)")
         if arch.pop("head_dim", None) is not None:  # MLA's head sizes are --qk-head-dim / --v-head-dim
             r.no_effect("--kv-channels", "", "latent attention sets its own head sizes (--qk-head-dim, --v-head-dim)")

@@ -41,7 +41,7 @@ FLAVORS = {
     ("deepseek_v3", "236B"): _deepseek(102400, 5120, 12288, 1536, 60, 1, 128, 160, 2, 6, 1536),
     ("deepseek_v3", "671B"): _deepseek(129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, 1536),
     ("qwen3", "32B"): {"layers": 64, "hidden": 5120, "heads": 64, "kv_heads": 8, "head_dim": 128, "ffn": 25600,
-                       "vocab": 151936, "mlp": "swiglu", "tied": False},
+                       "vocab": 151936, "mlp": "swiglu", "tied": False, "qk_norm": True},  # Attention q_norm, k_norm
 }
 for _alias in ("8B_flex", "8B_varlen"):
     FLAVORS[("llama3", _alias)] = FLAVORS[("llama3", "8B")]

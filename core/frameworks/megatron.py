@@ -17,6 +17,10 @@ Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Tra
   dropout (bias_dropout_add) keeps a one-byte mask only when p > 0 (F.dropout returns its input at p = 0).
   With --attention-backend unfused the core attention runs in PyTorch: K and V repeated to every query head, the
   s x s softmax output, its dropout mask and output.
+  With --qk-layernorm (attention.py get_query_key_value_tensors: q_layernorm and k_layernorm, TENorm over the head
+  size) each norm keeps its input made contiguous and its fp32 statistics per head (Transformer Engine
+  ops/basic/layer_norm.py and rmsnorm.py op_forward: ctx.save_for_backward(x, means, rstdevs) with
+  x = input_.contiguous()); the normed q and k pass the fused RoPE, which keeps only its frequencies.
 - selective recompute (--recompute-granularity selective, recompute_modules ["core_attn"]): the core attention is
   checkpointed, so its internal tensors are rebuilt (the s x s matrices, the statistics); full recompute
   (--recompute-granularity full) keeps each layer's input only.
@@ -94,6 +98,12 @@ def block(a: Arch) -> tuple[Kept, ...]:
 
 def _attention(a: Arch) -> list[Kept]:
     kept = [Kept("attention output (projection input)", "q", 2.0, "tp", NOT_FULL)]
+    if a.qk_norm:  # --qk-layernorm: TENorm on q and k per head; TE's norm op saves input_.contiguous() and fp32 stats
+        stats = 8.0 if a.norm == "layernorm" else 4.0
+        kept += [Kept("q before its norm (QK layernorm input, contiguous)", "q", 2.0, "tp", NOT_FULL),
+                 Kept("k before its norm (QK layernorm input, contiguous)", "kv", 2.0, "tp", NOT_FULL),
+                 Kept("q norm statistics (fp32, per head)", "heads", stats, "tp", NOT_FULL),
+                 Kept("k norm statistics (fp32, per key/value head)", "kvheads", stats, "tp", NOT_FULL)]
     if a.fp8:
         kept.append(Kept("projection input in FP8", "q", 1.0, "tp", NOT_FULL))
     if a.flash:

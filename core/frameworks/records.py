@@ -17,7 +17,8 @@ FULL_ONLY = frozenset({"full"})
 
 # What a kept tensor's size is per token, in elements (core.memory.saved turns these into bytes):
 #   h: hidden; q: heads x head size; kv: key/value heads x head size; f: the MLP's inner width;
-#   heads: one value per head (fused attention's fp32 log-sum-exp); scores: heads x s (eager attention's s x s
+#   heads: one value per head (fused attention's fp32 log-sum-exp); kvheads: one value per key/value head (the key
+#   norm's statistics under QK normalisation); scores: heads x s (eager attention's s x s
 #   matrices); token: one value per token (a norm's statistics);
 #   a mixture-of-experts layer's: kh: the k routed copies of a token (top-k x capacity x h), kf: their experts'
 #   inner width (top-k x capacity x expert ffn), k: one value per routed copy (indices), sf: the shared experts'
@@ -25,10 +26,10 @@ FULL_ONLY = frozenset({"full"})
 #   multi-head latent attention's: mqk: a query's or key's heads x (qk head + rope dims), mv: heads x v head dim,
 #   mkv: the key/value up-projection's output, heads x (qk head + v head dims), lat: the compressed key/value latent
 #   (kv_lora_rank), qlat: the query latent (q_lora_rank).
-WIDTHS = ("h", "q", "kv", "f", "heads", "scores", "token", "kh", "kf", "k", "sf", "experts", "mqk", "mv", "mkv", "lat",
-          "qlat")
+WIDTHS = ("h", "q", "kv", "f", "heads", "kvheads", "scores", "token", "kh", "kf", "k", "sf", "experts", "mqk", "mv",
+          "mkv", "lat", "qlat")
 # How tensor parallelism divides it: "rep" is replicated over the t ranks (sequence parallelism shards it), "tp" is
-# split over them (a key/value head stays whole: each rank keeps max(kv_heads / t, 1) of them).
+# split over them (a key/value head stays whole: each rank keeps max(kv_heads / t, 1) of them, for kv and kvheads).
 SPLITS = ("rep", "tp")
 
 
@@ -48,6 +49,7 @@ class Arch:
     moe: bool = False  # a mixture-of-experts layer: routed (and shared) experts in place of the dense MLP
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3) in place of the plain attention
     q_lora: bool = False  # MLA's queries pass through a latent of their own (q_lora_rank > 0)
+    qk_norm: bool = False  # q and k normalised per head before RoPE (Qwen3, OLMo 2, Gemma 3; --qk-layernorm)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class Shape:
     moe_layer: bool = False  # evaluate the MoE layer (experts in place of the dense MLP)
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
     mla: tuple = ()  # multi-head latent attention: (kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim)
+    qk_norm: bool = False  # q and k normalised per head (Qwen3, OLMo 2; Megatron-LM --qk-layernorm)
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))
@@ -145,7 +146,7 @@ class Shape:
                     rope=bool(self.rope), parallel=bool(self.parallel),
                     gqa=bool(self.kv_heads) and int(self.kv_heads) < heads, fp8=bool(self.fp8),
                     compiled=bool(self.compiled), moe=bool(self.moe_layer), mla=bool(self.mla),
-                    q_lora=bool(self.mla) and bool(self.mla[1]))
+                    q_lora=bool(self.mla) and bool(self.mla[1]), qk_norm=bool(self.qk_norm))
 
     def accounting_record(self):
         return accounting(self.accounting)

@@ -86,6 +86,7 @@ class ModelMemory:
     dropout: bool = True
     rope: bool = False
     mla: MlaConfig | None = None  # multi-head latent attention (its latents and head dims set what a layer keeps)
+    qk_norm: bool = False  # q and k normalised per head: their norms' inputs and statistics kept
 
     def __post_init__(self) -> None:
         for name in ("dense_params", "embedding", "layer_params", "largest_module", "expert_params", "mtp_dense"):
@@ -124,7 +125,7 @@ class ModelMemory:
                    expert_params=float(model.expert_params), moe=model.moe, moe_layers=model.moe_layers,
                    head_dim=model.head_dim if model.decoupled_heads else 0, mtp_layers=model.mtp_layers,
                    mtp_dense=counts.mtp_params(model)["dense"], mlp=model.mlp, norm=model.norm,
-                   dropout=model.dropout, rope=model.position == "rope", mla=model.mla)
+                   dropout=model.dropout, rope=model.position == "rope", mla=model.mla, qk_norm=model.qk_norm)
 
 
 def block_params(dense, embedding, tied: bool, layers: int) -> float:

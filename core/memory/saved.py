@@ -8,8 +8,9 @@ term by the context-parallel degree c. So one layer keeps, per micro-batch of b 
     s b / c x [ sum_rep nbytes x width / (t if SP) + sum_split nbytes x width_per_rank ]
 
 where the widths are h, the query width a d, the key/value width kv d, the MLP width f, the heads a (fp32
-statistics), the heads x s of an unfused attention's matrices, or 1 (a norm's statistics). Coefficients are summed
-once per (framework, block, recompute mode); the candidates' arrays only multiply.
+statistics) or the key/value heads kv (a key norm's), the heads x s of an unfused attention's matrices, or 1 (a
+norm's statistics). Coefficients are summed once per (framework, block, recompute mode); the candidates' arrays
+only multiply.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class Widths:
         """Elements per token of each width in WIDTHS, before tensor parallelism (scores: per token of s)."""
         r = self.routed
         by = {"h": self.hidden, "q": self.q, "kv": self.kv_heads * self.head_dim, "f": self.ffn, "heads": self.heads,
-              "scores": 0.0, "token": 1.0, "kh": r * self.hidden, "kf": r * self.expert_ffn, "k": r,
-              "sf": self.shared_ffn, "experts": self.experts}
+              "kvheads": self.kv_heads, "scores": 0.0, "token": 1.0, "kh": r * self.hidden, "kf": r * self.expert_ffn,
+              "k": r, "sf": self.shared_ffn, "experts": self.experts}
         kv_rank, q_rank, qk, rope, v = self.mla or (0.0,) * 5
         by |= {"mqk": self.heads * (qk + rope), "mv": self.heads * v, "mkv": self.heads * (qk + v), "lat": kv_rank,
                "qlat": q_rank}
@@ -76,13 +77,13 @@ def layer_bytes(coef: np.ndarray, w: Widths, seq, mb, t, sp, cp, mode) -> np.nda
     t, cp, s = (np.asarray(x, dtype=float) for x in (t, cp, seq))
     codes = validate.choice_codes("recompute", mode, RECOMPUTE_MODES)
     full = w.full()
-    direct = np.array([0.0 if name in ("kv", "scores") else 1.0 for name in WIDTHS])
-    kv, sc = WIDTHS.index("kv"), WIDTHS.index("scores")
+    direct = np.array([0.0 if name in ("kv", "kvheads", "scores") else 1.0 for name in WIDTHS])
+    kv, kvh, sc = WIDTHS.index("kv"), WIDTHS.index("kvheads"), WIDTHS.index("scores")
     rep, split = coef[:, 0], coef[:, 1]  # (modes, widths) each
     scores = w.heads * s * (cp == 1)  # context parallelism runs fused attention: no s x s matrices
     replicated = (rep @ full)[codes] + rep[:, sc][codes] * scores
     per_token = (np.where(np.asarray(sp, dtype=bool), replicated / t, replicated)
                  + (split @ (full * direct))[codes] / t
-                 + split[:, kv][codes] * np.maximum(w.kv_heads / t, 1.0) * w.head_dim
+                 + (split[:, kv][codes] * w.head_dim + split[:, kvh][codes]) * np.maximum(w.kv_heads / t, 1.0)
                  + split[:, sc][codes] * scores / t)
     return per_token * s * np.asarray(mb, dtype=float) / cp

@@ -108,6 +108,8 @@ class ModelConfig:
     PaLM): the same weights and FLOPs, one norm, one residual add and (with TP) one all-reduce per block forward.
     kv_channels (the `head_dim` input) decouples the head size from hidden / heads (Qwen3, Gemma): Q is
     h x (heads d), K and V h x (kv_heads d), the output projection (heads d) x h.
+    qk_norm: q and k pass a norm over the head size before RoPE (Qwen3, OLMo 2, Gemma 3): 2 d weights per layer
+    (4 d for LayerNorm), and the norms' inputs and statistics kept for the backward (core.frameworks).
     """
 
     name: str
@@ -139,6 +141,7 @@ class ModelConfig:
     other_layouts: tuple[PublishedLayout, ...] = ()
     kv_channels: int = 0  # the head size as given (Megatron-LM's name; JSON / URL key head_dim); 0 = hidden // heads
     mtp_layers: int = 0  # multi-token prediction depths on the last stage (core.model.counts.mtp_params)
+    qk_norm: bool = False  # q and k normalised per head before RoPE (Qwen3, OLMo 2; Megatron-LM --qk-layernorm)
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
@@ -149,7 +152,7 @@ class ModelConfig:
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
-        for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout", "parallel_block"):
+        for name in ("tied", "bias", "embed_norm", "flash_attention", "dropout", "parallel_block", "qk_norm"):
             _flag(name, getattr(self, name))
         self._check_head_dim()
         if self.kv_heads > self.heads or self.heads % self.kv_heads:

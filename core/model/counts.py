@@ -124,7 +124,7 @@ def breakdown(model) -> dict[str, float]:
         "embedding": model.vocab * h * (1 if model.tied else 2)
         + (model.seq * h if model.position == "learned" else 0.0) + (norm if model.embed_norm else 0.0),
         "attention": L * attention_params(model),
-        "norms": L * 2 * norm + norm,
+        "norms": L * 2 * norm + norm + L * qk_norm_params(model),
         "dense_mlp": dense_layers * mlp_params(h, f, model.swiglu, model.bias),
         "shared_experts": 0.0, "router": 0.0, "experts": 0.0,
     }
@@ -137,6 +137,13 @@ def breakdown(model) -> dict[str, float]:
         active_experts = moe_layers * moe.top_k * expert
     total = float(sum(part.values()))
     return {**part, "total": total, "active": total - part["experts"] + active_experts}
+
+
+def qk_norm_params(model) -> float:
+    """One layer's QK-norm weights: a norm over the head size for q and one for k (scale, and shift for LayerNorm)."""
+    if not getattr(model, "qk_norm", False):
+        return 0.0
+    return 2.0 * model.head_dim * (2.0 if model.norm == "layernorm" else 1.0)
 
 
 def model_params(model):

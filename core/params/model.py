@@ -82,6 +82,10 @@ MODEL = table(
     Spec("parallel", "bool", False, label="Parallel attention + MLP",
          help="GPT-J / GPT-NeoX / PaLM blocks: attention and MLP read the same normed input and add to one residual "
               "branch (one norm per layer); with tensor parallelism one all-reduce per block forward, not two."),
+    Spec("qk_norm", "bool", False, label="QK norm",
+         help="q and k normalised per head before rotary positions (Qwen3, OLMo 2, Gemma 3; Megatron-LM "
+              "--qk-layernorm, Hugging Face q_norm / k_norm): the norms' inputs and statistics are kept for the "
+              "backward (activations), 2 x head size weights per layer."),
 )
 
 # A custom model's heads default to hidden / HEAD_SIZE (the head size of GPT-3, Llama and most published models),

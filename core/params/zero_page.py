@@ -59,6 +59,8 @@ CUSTOM = table(
     _paper_default(ACTIVATIONS["vocab"], "vocab"),
     _paper_default(MODEL["tied"], "tied"),
     ACTIVATIONS["flash"],
+    MODEL["parallel"],
+    MODEL["qk_norm"],
     FSDP["block_params"],
     MODEL["mtp_layers"],
     Spec("mtp_params", "int", 0, 0, MAX_PSI, label="Multi-token prediction parameters", unit="parameters",

@@ -68,6 +68,8 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
         a += ["--normalization", "RMSNorm"]
     if not m.bias:
         a.append("--disable-bias-linear")
+    if m.qk_norm and m.mla is None:  # per-head q and k norms (Qwen3); with MLA the flag norms the latents instead
+        a.append("--qk-layernorm")
     if m.embed_norm:
         notes.append("The layer norm after the embedding (BLOOM) has no Megatron-LM flag.")
     if not m.dropout:  # Megatron-LM's defaults are 0.1: without these the run keeps masks the row does not count

@@ -69,7 +69,8 @@ def _model(spec: dict) -> dict[str, Any]:
             "kv_heads": spec.get("kv_heads", spec["heads"]), "head_dim": spec.get("head_dim", 0),
             "ffn": spec.get("ffn", 4 * h), "vocab": spec["vocab"],
             "seq": spec["seq"], "mlp": spec.get("mlp", "gelu"), "tied": spec.get("tied", True),
-            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False), **moe}
+            "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False),
+            "qk_norm": spec.get("qk_norm", False), **moe}
 
 
 # What a row leaves open when its source does not state it: the planner searches these and keeps the fastest

@@ -213,6 +213,9 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
                  "block_params": round(mem.layer_params), "largest_layer": round(mem.largest_module), "seq": m.seq}
         if m.decoupled_heads:
             base["head_dim"] = m.head_dim
+        for key, on in (("parallel", m.parallel_block), ("qk_norm", m.qk_norm)):  # the block's kept tensors
+            if on:
+                base[key] = True
         if m.mtp_layers:
             base |= {"mtp_layers": m.mtp_layers, "mtp_params": round(mem.mtp_dense)}
         if m.is_moe:

@@ -45,6 +45,8 @@ class Shape:
     mlp: str = zero_page.CUSTOM["mlp"].default
     tied: bool = zero_page.CUSTOM["tied"].default
     flash: bool = zero_page.CUSTOM["flash"].default
+    parallel: bool = False  # parallel attention + MLP blocks
+    qk_norm: bool = False  # q and k normalised per head
     experts: int = 0  # the custom model's MoE shape (zero_page.MOE), used when expert_params > 0
     top_k: int = zero_page.MOE["top_k"].default
     shared_experts: int = 0
@@ -65,7 +67,8 @@ def preset_shape(key: str, seq: int = 0) -> Shape:
     m = presets.model(key)
     return Shape(hidden=m.hidden, heads=m.heads, layers=m.layers, seq=seq or m.seq, vocab=m.vocab,
                  block_params=counts.largest_layer_params(m), kv_heads=m.kv_heads, ffn=m.ffn, tied=m.tied,
-                 flash=m.flash_attention, model=key, head_dim=m.head_dim if m.decoupled_heads else 0, mlp=m.mlp)
+                 flash=m.flash_attention, model=key, head_dim=m.head_dim if m.decoupled_heads else 0, mlp=m.mlp,
+                 parallel=m.parallel_block, qk_norm=m.qk_norm)
 
 
 def custom_shape(values) -> Shape:
@@ -117,7 +120,8 @@ def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
         flash_attention=shape.flash, gemm_share=share, expert_params=float(q.expert_params), moe=moe,
         moe_layers=max(shape.layers - shape.dense_layers, 1) if q.expert_params else 0, head_dim=shape.head_dim,
         mtp_layers=shape.mtp_layers, mtp_dense=float(shape.mtp_params) if shape.mtp_layers else 0.0,
-        mlp=shape.mlp, mla=_mla(shape), **_block_style(shape.mlp))
+        mlp=shape.mlp, mla=_mla(shape), parallel_block=shape.parallel, qk_norm=shape.qk_norm,
+        **_block_style(shape.mlp))
 
 
 def _mla(shape: Shape) -> MlaConfig | None:
