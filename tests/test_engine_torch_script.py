@@ -105,16 +105,18 @@ def test_zero_redundancy_optimizer_holds_cores_zero1_share(tmp_path):
 def test_a_decoupled_head_size_trains_with_cores_zero1_share(tmp_path):
     model = shrunk("qwen3-32b")  # 8 heads of 128 on hidden 64: Q 64 x 1024, K and V 64 x 128, O 1024 x 64
     assert model.decoupled_heads and model.attention_width == 1024
-    psi = model_params(model)  # 4 layers: 795,200 parameters (hidden / heads = 8 would give 242,240)
-    assert psi == 795_200
+    # 4 layers: 795,200 parameters (hidden / heads = 8 would give 242,240) and Qwen3's q and k norms, 2 x 128 each
+    psi = model_params(model)
+    assert model.qk_norm and psi == 795_200 + 4 * 2 * 128
     rows = run(layout(model, zero_stage=1), tmp_path)
     assert sum(r["optimizer_bytes"] for r in rows) == FP32_ADAM.k * psi
     for r in rows:
         assert r["param_bytes"] == r["grad_bytes"] == 4 * psi and np.isfinite(r["loss"])
 
 
-def test_tensor_and_sequence_parallel_with_fsdp2_runs(tmp_path):
-    model = shrunk("llama3-8b")
+@pytest.mark.parametrize("key", ["llama3-8b", "qwen3-32b"])
+def test_tensor_and_sequence_parallel_with_fsdp2_runs(tmp_path, key):
+    model = dataclasses.replace(shrunk(key), kv_heads=2)  # Qwen3: its q and k norms on each rank's local heads
     rows = run(layout(model, t=2, zero_stage=2, sequence_parallel=True, recompute="selective", global_batch=4),
                tmp_path)
     assert all(np.isfinite(r["loss"]) for r in rows)

@@ -70,3 +70,15 @@ def test_qk_norm_is_exported_and_read_back_as_the_preset():
     dsv3 = replace(presets.model("deepseek-v3"), qk_norm=True)
     mla = _layout(model=dsv3, t=1, p=8, d=8, ep=8, sequence_parallel=False)
     assert "--qk-layernorm" not in megatron_export(mla).text
+
+
+def test_grouped_gemm_is_exported_and_read_back():
+    # the plan counts Transformer Engine's grouped-GEMM workspaces: the command asks for it, and a script without the
+    # flag reads as Megatron-LM's default SequentialMLP (no workspaces)
+    mixtral = presets.model("mixtral-8x7b")
+    moe = _layout(model=mixtral, t=1, p=1, d=8, ep=8, sequence_parallel=False)
+    assert "--moe-grouped-gemm" in megatron_export(moe).text
+    assert _read(moe)["grouped_gemm"] == "true"
+    plain = replace(moe, grouped_gemm=False)
+    assert "--moe-grouped-gemm" not in megatron_export(plain).text
+    assert _read(plain)["grouped_gemm"] == "false"

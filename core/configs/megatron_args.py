@@ -51,7 +51,7 @@ _NO_EFFECT = {
         "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
         "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-topk-scaling-factor",
         "moe-router-pre-softmax", "moe-router-dtype", "moe-router-num-groups", "moe-router-group-topk",
-        "moe-grouped-gemm", "moe-permute-fusion", "moe-token-drop-policy", "moe-input-jitter-eps",
+        "moe-permute-fusion", "moe-token-drop-policy", "moe-input-jitter-eps",
         "moe-router-fusion", "moe-shared-expert-overlap", "moe-per-layer-logging", "mtp-loss-scaling-factor",
         "fp8-amax-history-len", "fp8-amax-compute-algo", "fp8-margin", "fp8-interval", "fp8-wgrad",
         "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16", "transformer-impl",
@@ -94,6 +94,7 @@ def apply(flags: dict[str, str], r: Reading, preset=None) -> None:
     if preset is None and int(arch.get("experts") or 0) > 1 and not r.has("moe_dispatcher"):
         r.assume("moe_dispatcher", "allgather", "no --moe-token-dispatcher-type: Megatron-Core's default, the "
                  "allgather dispatcher (transformer_config.py moe_token_dispatcher_type)")
+    _grouped_gemm(flags, r, preset is None and int(arch.get("experts") or 0) > 1)
     for flag, value in flags.items():
         if flag in NO_EFFECT:
             r.no_effect(f"--{flag}", value, NO_EFFECT[flag])
@@ -462,6 +463,18 @@ def _training(flags: dict[str, str], r: Reading) -> None:
         r.read("--moe-expert-capacity-factor", capacity, {"moe_capacity": capacity})
     if _pop(flags, "rampup-batch-size") is not None:
         r.no_effect("--rampup-batch-size", "", "the planner times the full global batch")
+
+
+def _grouped_gemm(flags: dict[str, str], r: Reading, script_experts: bool) -> None:
+    """--moe-grouped-gemm: Transformer Engine's grouped GEMM and its per-stream workspaces; without it a script whose
+    model has experts (`script_experts`) runs Megatron-LM's default SequentialMLP (a NeMo recipe names a preset and
+    keeps the planner's default, as its model configs set the flag)."""
+    if _pop(flags, "moe-grouped-gemm") == "true":
+        r.read("--moe-grouped-gemm", "true", {"grouped_gemm": True}, "Transformer Engine's grouped GEMM: its "
+               "four cuBLAS workspaces counted")
+    elif script_experts and not r.has("grouped_gemm"):
+        r.assume("grouped_gemm", False, "no --moe-grouped-gemm: Megatron-LM's default SequentialMLP, no grouped "
+                 "GEMM workspaces")
 
 
 def _recompute(flags: dict[str, str], r: Reading) -> None:

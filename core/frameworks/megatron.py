@@ -31,7 +31,9 @@ Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Tra
   compiled pieces that keep the fp32 copy and the softmax apart: 10 at the peak (core.frameworks KERNELS).
 - buffers: TE's cuBLAS workspace (module/base.py get_cublas_workspace_size_bytes: 32 MiB + 1 KiB on sm90, 4 MiB
   before) and PyTorch's per (handle, stream) cuBLAS workspace (CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128
-  KiB before), both inside the caching allocator.
+  KiB before), both inside the caching allocator; with --tp-comm-overlap three more TE workspaces for the
+  userbuffers' GEMM streams, with --moe-grouped-gemm four more, one per compute stream (cpp_extensions/gemm.py
+  get_cublas_workspace).
 """
 
 from __future__ import annotations
@@ -65,10 +67,15 @@ LOSS = Loss(held=4.0, peak=6.0,
             source=f"Megatron-LM {READ_AT} megatron/core/tensor_parallel/cross_entropy.py: "
                    "vocab_parallel_logits.float(), in-place softmax kept by ctx.save_for_backward(exp_logits, ...)")
 
+TE_WORKSPACE = 32 * MIB + 1024  # one Transformer Engine cuBLAS workspace on compute capability 9
 BUFFERS = Buffers(
-    workspace=(32 * MIB + 1024) + 2 * 32 * MIB,
+    workspace=TE_WORKSPACE + 2 * 32 * MIB, tp_overlap_workspace=3 * TE_WORKSPACE, grouped_workspace=4 * TE_WORKSPACE,
     sources=("Transformer Engine v2.8 pytorch/module/base.py get_cublas_workspace_size_bytes: 32 MiB + 1024 B on "
              "compute capability 9 (one shared workspace)",
+             "Transformer Engine pytorch/cpp_extensions/gemm.py get_cublas_workspace (lru_cache, torch.empty): a GEMM "
+             "with userbuffers (--tp-comm-overlap) takes one of _NUM_MAX_UB_STREAMS = 3 workspaces in one tensor, "
+             "a grouped GEMM (--moe-grouped-gemm, TEGroupedMLP) one per compute stream, "
+             "nvte_get_num_compute_streams() = 4 (common/util/multi_stream.cpp)",
              "PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: 4096 * 8 * 1024 bytes per (handle, stream) on sm90, "
              "allocated by the caching allocator (the forward and the autograd thread each have one)"))
 

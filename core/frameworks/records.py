@@ -102,6 +102,8 @@ class Buffers:
     NCCL's buffers), each with its source."""
 
     workspace: float
+    tp_overlap_workspace: float = 0.0  # more with TP communication overlap (Transformer Engine userbuffers' GEMMs)
+    grouped_workspace: float = 0.0  # more when MoE layers run Transformer Engine's grouped GEMM
     bucket_elements: float = 0.0  # DeepSpeed's reduce bucket (elements, 16-bit), doubled with overlap_comm
     context: float = 0.0  # CUDA context and module images: outside the allocator
     nccl: float = 0.0  # NCCL's channel buffers per process: outside the allocator

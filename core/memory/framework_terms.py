@@ -100,13 +100,16 @@ def moment_copies(key: str, optimizer_dtype: str, k: float, stored_k: float, opt
     return max(float(k) - MASTER, 0.0) / float(stored_k) * on_gpu
 
 
-def buffer_bytes(key: str, zero) -> np.ndarray:
-    """Workspaces inside the caching allocator (cuBLAS, Transformer Engine) and DeepSpeed's reduce buckets
-    (reduce_bucket_size 16-bit elements from stage 1, a second one with overlap_comm, its stage-3 default)."""
+def buffer_bytes(key: str, zero, tp_overlap=False, grouped_gemm=False) -> np.ndarray:
+    """Workspaces inside the caching allocator (cuBLAS, Transformer Engine: more with TP communication overlap and
+    with grouped-GEMM MoE layers) and DeepSpeed's reduce buckets (reduce_bucket_size 16-bit elements from stage 1, a
+    second one with overlap_comm, its stage-3 default)."""
     b = accounting(key).buffers
     zero = np.asarray(zero)
     buckets = np.where(zero >= 1, 2.0 * b.bucket_elements * np.where(zero == 3, 2.0, 1.0), 0.0)
-    return b.workspace + buckets
+    extra = (np.asarray(tp_overlap, dtype=bool) * b.tp_overlap_workspace
+             + np.asarray(grouped_gemm, dtype=bool) * b.grouped_workspace)
+    return b.workspace + buckets + extra
 
 
 def reserve_share(key: str) -> float:

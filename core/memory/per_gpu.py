@@ -174,6 +174,8 @@ class Training:
     optimizer_dtype: str = "fp32"  # Adam's moments (and Megatron's master remainders) in fp32 or bf16
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks: upcast, compiled, fused)
     recompute_layers: object = 0  # full recompute on the first N layers of each stage (chunk) only; 0 = every layer
+    tp_overlap: object = False  # TP communication overlap (Megatron-LM --tp-comm-overlap): its GEMMs' workspaces
+    grouped_gemm: bool = True  # MoE layers run Transformer Engine's grouped GEMM (Megatron-LM --moe-grouped-gemm)
 
 
 @dataclass(frozen=True)
@@ -370,8 +372,9 @@ def model_state_parts(cfg: MemoryConfig) -> GpuMemory:
     step = (on_gpu + terms.step_extra(key, ((psi_rank, group), (ex["rank"], ex["group"])), zero)
             + terms.moment_copies(key, cfg.training.optimizer_dtype, cfg.training.bytes_per_param.k, dense_kw["k"],
                                   (dense["optimizer"], ex["optimizer"])))
-    buffers = np.broadcast_to(terms.buffer_bytes(key, zero), shape)
     tr = cfg.training
+    grouped = bool(tr.grouped_gemm) and cfg.model.is_moe  # MoE layers through Transformer Engine's grouped GEMM
+    buffers = np.broadcast_to(terms.buffer_bytes(key, zero, tr.tp_overlap, grouped), shape)
     upcast = key == "textbook" or loss_of(key, tr.loss, tr.compiled) is accounting(key).loss
     logits = (m.seq * np.asarray(tr.micro_batch_size, dtype=float) * m.vocab / t / np.asarray(lay.cp)
               * ((p == 1) & upcast))  # the bf16 logits an upcast loss frees before its backward (no schedule holds)

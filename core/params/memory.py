@@ -165,6 +165,13 @@ ACTIVATIONS = table(
               "into the bf16 logits in place (Transformer Engine's, Liger's); native: Megatron-LM's "
               "--cross-entropy-loss-fusion with its default --cross-entropy-fusion-impl native, whose compiled "
               "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast)."),
+    Spec("grouped_gemm", "bool", True, label="Grouped GEMM experts (Megatron-LM)",
+         help="Megatron-LM MoE layers run Transformer Engine's grouped GEMM (--moe-grouped-gemm, as NVIDIA's MoE "
+              "recipes do), which allocates a cuBLAS workspace per compute stream: 4 x 32 MiB more per GPU on "
+              "Hopper. false = Megatron-LM's default SequentialMLP. No effect on dense models or other frameworks."),
+    Spec("tp_comm_overlap", "bool", False, label="TP comm overlap (Megatron-LM)",
+         help="Megatron-LM --tp-comm-overlap: Transformer Engine's userbuffer GEMMs take three more cuBLAS "
+              "workspaces (3 x 32 MiB on Hopper). The planner searches it per row; its links set it."),
     Spec("fp8", "bool", False, label="FP8 activations",
          help="Inputs of the linear layers saved in FP8 (1 byte) for the backward, as Transformer Engine does: "
               "34 -> 27 s b h per layer."),

@@ -334,6 +334,7 @@ TARGET = table(
     ZERO["optimizer_dtype"],
     ACTIVATIONS["loss"],
     ACTIVATIONS["compile"],
+    ACTIVATIONS["grouped_gemm"],
 )
 
 PLAN = table(
@@ -461,6 +462,7 @@ class PlannerParams:
     optimizer_dtype: str = PLAN["optimizer_dtype"].default
     loss: str = PLAN["loss"].default
     compile: bool = PLAN["compile"].default
+    grouped_gemm: bool = PLAN["grouped_gemm"].default
     eff: float = PLAN["eff"].default
     mem_eff: float = PLAN["mem_eff"].default
     flash_kernel: str = PLAN["flash_kernel"].default

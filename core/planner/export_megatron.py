@@ -169,7 +169,9 @@ def _experts(layout: Layout, notes: list[str]) -> list[str]:
     moe, width = m.moe, m.moe.expert_ffn or m.ffn
     out = ["--num-experts", str(moe.experts), "--moe-router-topk", str(moe.top_k), "--moe-ffn-hidden-size", str(width),
            "--expert-model-parallel-size", str(layout.ep), "--expert-tensor-parallel-size", str(layout.etp),
-           *DISPATCHER_FLAGS[layout.moe_dispatcher], "--moe-grouped-gemm"]
+           *DISPATCHER_FLAGS[layout.moe_dispatcher]]
+    if layout.grouped_gemm:  # the plan counted its four cuBLAS workspaces; without it Megatron runs SequentialMLP
+        out.append("--moe-grouped-gemm")
     if moe.groups > 1:
         out += ["--moe-router-num-groups", str(moe.groups), "--moe-router-group-topk", str(moe.group_topk)]
     out += _a2a_overlap(layout, notes)

@@ -33,10 +33,14 @@ class Attention(nn.Module):
         self.wk = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=BIAS)
         self.wv = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=BIAS)
         self.wo = nn.Linear(HEADS * self.head_dim, HIDDEN, bias=BIAS)
+        # QK normalisation (Qwen3): q and k each through a norm over the head size, before the rotary positions
+        self.q_norm, self.k_norm = (Norm(self.head_dim), Norm(self.head_dim)) if QK_NORM else (None, None)
 
     def forward(self, x):
         b, s, _ = x.shape
         q, k, v = (w(x).view(b, s, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         mask = None
         if POSITION == "rope":
             q, k = rotate(q), rotate(k)
@@ -90,8 +94,9 @@ class MLP(nn.Module):
         return self.down(h)
 
 
-def Norm():
-    return nn.RMSNorm(HIDDEN) if RMSNORM else nn.LayerNorm(HIDDEN)
+def Norm(width=None):
+    width = width or HIDDEN
+    return nn.RMSNorm(width) if RMSNORM else nn.LayerNorm(width)
 
 
 class Block(nn.Module):
@@ -222,6 +227,7 @@ def _constants(layout: Layout) -> list[str]:
         f"VOCAB, SEQ, ROPE_THETA = {m.vocab}, {m.seq}, 10000.0",
         f'SWIGLU, RMSNORM, BIAS, TIED, EMBED_NORM, POSITION = {m.swiglu}, {m.norm == "rmsnorm"}, {m.bias}, '
         f'{m.tied}, {m.embed_norm}, "{m.position}"',
+        f"QK_NORM = {m.qk_norm and m.mla is None}  # q and k normalised per head (Qwen3)",
         "# The layout (the planner's row)",
         f"T, P, D = {layout.t}, {layout.p}, {layout.d}",
         *([f"REPLICATE = {layout.replicate}  # hybrid sharding: FSDP2 within D / REPLICATE ranks, that many copies"]

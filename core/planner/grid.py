@@ -258,7 +258,9 @@ def _frameworks(c: dict, model, fp8: bool, gpn: int, replace_plain: bool) -> tup
     value of p beyond p > 1 never change the answer); a variant (no resharding, TP overlap) keeps only the
     frameworks that have that switch. Also which candidates to leave out: a variant no framework runs (the plain
     one stays) and, with `replace_plain`, a plain candidate where TP overlap applies that only frameworks having it
-    run (its overlapped twin holds the same memory and is never slower, core.cost.step_time._hide_tp)."""
+    run (its overlapped twin is never slower, core.cost.step_time._hide_tp, and holds the same memory but for
+    Transformer Engine's three userbuffer GEMM workspaces, 96 MiB on Hopper: a plain row within that of the limit
+    is left out with it)."""
     keys = ("t", "p", "zero", "schedule", "sp", "recompute", "offload", "cp", "ep", "replicate", "recompute_layers")
     # p only as "a pipeline or none" (frameworks.Framework.runs reads p > 1 only): keyed on p itself, a search over
     # 30 depths asked the table 30 times per setting (a third of a warm re-plan of 133,000 candidates)

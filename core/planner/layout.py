@@ -59,6 +59,7 @@ class Layout:
     grad_dtype: str = "auto"  # the gradient buffer's precision the plan counted (core.params.memory)
     optimizer_dtype: str = "fp32"  # Adam's moments as the plan counted them
     loss: str = "auto"  # the cross-entropy kernel the plan counted (core.frameworks.loss)
+    grouped_gemm: bool = True  # MoE layers through Transformer Engine's grouped GEMM (Megatron-LM --moe-grouped-gemm)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -91,7 +92,8 @@ class Layout:
                                      ("loss", self.loss, LOSS_KERNELS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
-        for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap", "ends_in_split"):
+        for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap", "ends_in_split",
+                     "grouped_gemm"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name}: expected true or false")
         if self.zero_stage not in (0, 1, 2, 3):

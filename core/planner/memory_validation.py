@@ -83,7 +83,8 @@ def params_of(row: dict) -> PlannerParams:
         fix_replicate=lay.get("replicate", 1),
         fix_d=lay["gpus"] // (t * p * cp), zero=str(lay.get("zero", 0)), schedule=lay.get("schedule") or "1f1b",
         v=max(int(lay.get("v") or 2), 2), recompute=lay["recompute"], sp="on" if lay["sequence_parallel"] else "off",
-        reshard="on" if lay.get("reshard", True) else "off", tp_comm_overlap="off", offload="none",
+        reshard="on" if lay.get("reshard", True) else "off", offload="none",
+        tp_comm_overlap="on" if lay.get("tp_comm_overlap") else "off",
         framework="any", memory_framework=row["framework"], **row.get("software", {}))
 
 
@@ -127,7 +128,8 @@ def _config(q: PlannerParams, got: pd.Series) -> per_gpu.MemoryConfig:
                           recompute=str(got["recompute"]), fp8=precision == "fp8", moe_capacity=q.moe_capacity,
                           cp_comm=q.cp_comm, micro_batches=int(got["m"]), compiled=q.compile,
                           grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss,
-                          fp16=precision == "fp16")
+                          fp16=precision == "fp16", tp_overlap=bool(got["tp_comm_overlap"]),
+                          grouped_gemm=q.grouped_gemm)
     inflight = per_gpu.InFlight(float(got["inflight"]), float(got["inflight_last"]), False,
                                 float(got["inflight_middle"]), float(got["held_first_stage"]),
                                 float(got["held_last_stage"]))

@@ -75,7 +75,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     usable = float(usable_bytes(device / GB, 0.0, a.reserve_frac))
     fp8 = precision == "fp8"
     opts = rank_memory.Options(fp8, a.moe_capacity, a.ends_in_split, a.cp_comm, q.compile, q.grad_dtype,
-                               q.optimizer_dtype, q.loss, precision == "fp16")
+                               q.optimizer_dtype, q.loss, precision == "fp16", q.grouped_gemm)
     degrees, notes = candidates.degrees(q, model)
     search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
                                                    fp8), budget)

@@ -81,6 +81,7 @@ class Options:
     optimizer_dtype: str = "fp32"
     loss: str = "auto"
     fp16: bool = False  # fp16 rather than bf16 (a framework's gradient buffer may follow it)
+    grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
 
 
 def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu.InFlight | None = None,
@@ -95,7 +96,8 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
                                 recompute=c["recompute_name"][rows], fp8=o.fp8, bytes_per_param=bpp,
                                 moe_capacity=o.capacity, cp_comm=o.cp_comm, micro_batches=m, compiled=o.compiled,
                                 grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss,
-                                fp16=o.fp16, recompute_layers=c["recompute_layers"][rows])
+                                fp16=o.fp16, recompute_layers=c["recompute_layers"][rows],
+                                tp_overlap=c["tp_comm_overlap"][rows], grouped_gemm=o.grouped_gemm)
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight(),
                                 accounting=key)
 

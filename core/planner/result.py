@@ -125,7 +125,8 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   tp_comm_overlap=bool(row.get("tp_comm_overlap", False)),
                   cp_comm=q.cp_comm, moe_dispatcher=q.moe_dispatcher,
                   moe_a2a_overlap=bool(q.moe_a2a_overlap), ends_in_split=bool(q.ends_in_split),
-                  grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss)
+                  grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss,
+                  grouped_gemm=bool(q.grouped_gemm))
 
 
 def _plain(value: Any) -> Any:

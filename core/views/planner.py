@@ -198,7 +198,7 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
         q.framework if q.framework != "any" else PREFERENCE[0])
     if q.recompute_layers:  # full recompute on the first N layers of each stage (a full-recompute row's link)
         base["recompute_layers"] = q.recompute_layers
-    for key in ("grad_dtype", "optimizer_dtype", "loss", "compile"):  # the framework's switches the plan counted
+    for key in ("grad_dtype", "optimizer_dtype", "loss", "compile", "grouped_gemm"):  # the framework's switches counted
         if getattr(q, key) != PLAN[key].default:
             base[key] = getattr(q, key)
     if result.assumptions.ends_in_split:  # the stages' whole layers, as the plan placed them
@@ -245,5 +245,6 @@ def zero_params(row: pd.Series | dict, base: dict[str, Any]) -> dict[str, Any]:
                    "sequence_parallel": bool(row["sequence_parallel"]), "recompute": row["recompute"],
                    "schedule": row["schedule"], "m": int(row["m"]), "v": int(row["v"]), "cp": int(row["cp"]),
                    "ep": int(row["ep"]), "etp": 0 if etp == t else etp, "reshard": bool(row.get("reshard", True)),
-                   "recompute_layers": int(base.get("recompute_layers", 0)) if row["recompute"] == "full" else 0} | (
+                   "recompute_layers": int(base.get("recompute_layers", 0)) if row["recompute"] == "full" else 0,
+                   "tp_comm_overlap": bool(row.get("tp_comm_overlap", False))} | (
         {"accounting": row["memory_accounting"]} if isinstance(row.get("memory_accounting"), str) else {})

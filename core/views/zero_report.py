@@ -93,6 +93,8 @@ class ActInputs:
     compile: bool = False  # torch.compile on the blocks (the PyTorch accounting)
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
     recompute_layers: int = 0  # full recompute on the first N layers of each stage only (0: every layer)
+    grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
+    tp_comm_overlap: bool = False  # Megatron-LM's TP communication overlap (its GEMMs' workspaces)
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
@@ -163,7 +165,8 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity, cp_comm=a.cp_comm, micro_batches=a.m,
                                 compiled=a.compile, grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
-                                loss=a.loss, recompute_layers=a.recompute_layers)
+                                loss=a.loss, recompute_layers=a.recompute_layers, tp_overlap=a.tp_comm_overlap,
+                                grouped_gemm=a.grouped_gemm)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight(), accounting=q.accounting)
 
 
