@@ -65,6 +65,11 @@ def test_the_csv_and_exports_come_from_the_view_not_a_new_plan(monkeypatch):
     assert frame["step_time_s"].iloc[0] == result.frame["step_time_s"].iloc[0]
     exports = pv.exports_of(q, view.feasible_row(2))  # rank 2's configs: from the view's row, no plan
     assert set(exports) == {"deepspeed", "megatron", "fsdp"}
+    # every switch the row was timed and counted with reaches its export (TP overlap once did not: not in the view)
+    overlap = view.top_feasible[view.top_feasible["tp_comm_overlap"]]
+    assert len(overlap)
+    rank = int(overlap["rank"].iloc[0])
+    assert "--tp-comm-overlap" in pv.exports_of(q, view.feasible_row(rank))["megatron"].text
 
 
 def test_the_csv_is_bounded_and_says_how_many(monkeypatch):

@@ -51,7 +51,7 @@ KEEP = ("rank", "t", "p", "d", "cp", "ep", "etp", "replicate", "micro_batch_size
         "activation_bytes", "headroom_bytes", "fits", "bubble_fraction", "step_time_s", "timing", "tokens_per_s", "mfu",
         "tp_ratio", *COLUMN.values(), "tf", "tb", "tw", "first_stage_factor", "last_stage_factor", "feasible",
         "reasons", "warnings", "frameworks", "expert_state_bytes", "states_on_gpu_bytes", "zero3_working_bytes",
-        "reshard", "memory_accounting", "allocated_bytes", "reserve_bytes", "outside_bytes")
+        "reshard", "tp_comm_overlap", "memory_accounting", "allocated_bytes", "reserve_bytes", "outside_bytes")
 
 
 @dataclass(frozen=True)
