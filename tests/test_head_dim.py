@@ -53,11 +53,12 @@ def test_every_older_preset_counts_flops_and_memory_as_before(key):
     assert numbers(m) == pytest.approx(before, rel=1e-12)
 
 
-# Qwen3 model cards (Hugging Face): total, non-embedding, active; the architecture count to the parameter.
+# Qwen3 model cards (Hugging Face): total, non-embedding, active; the architecture count to the parameter, with the
+# q and k norms (2 x 128 weights per layer, within the cards' rounding).
 QWEN3 = {
-    "qwen3-32b": (32.8e9, 31.2e9, None, 32_762_106_880),
-    "qwen3-30b-a3b": (30.5e9, 29.9e9, 3.3e9, 30_532_110_336),
-    "qwen3-235b-a22b": (235e9, 234e9, 22e9, 235_093_610_496),
+    "qwen3-32b": (32.8e9, 31.2e9, None, 32_762_106_880 + 64 * 256),
+    "qwen3-30b-a3b": (30.5e9, 29.9e9, 3.3e9, 30_532_110_336 + 48 * 256),
+    "qwen3-235b-a22b": (235e9, 234e9, 22e9, 235_093_610_496 + 94 * 256),
 }
 
 

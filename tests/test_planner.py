@@ -315,18 +315,19 @@ def test_export_of_an_interleaved_layout_names_its_chunks():
 def test_the_recommendation_names_a_nearly_as_fast_layout_with_much_more_headroom():
     """The issue's case: a recommendation that fills the GPU while one nearly as fast leaves plenty free. (The issue's
     numbers, Llama 3 70B on 64 GPUs, were the textbook accounting's; counted as the frameworks store them, GPT-3 175B
-    on 128 A100 shows it: the winner, t 8 x p 8 x d 2 with ZeRO-1 and micro-batch 1, uses 84.2 of 85.0 GB, and the
-    same layout with micro-batch 2 and selective recompute leaves 18.0 GB for 1.8 % more time.) The recommendation
-    says so, and a minimum free memory makes that layout the recommendation."""
+    on 128 A100 shows it: the winner, t 8 x p 8 x d 2 with ZeRO-1, micro-batch 1 and TP overlap (its three cuBLAS
+    workspaces), uses 84.3 of 85.0 GB, and the same layout with micro-batch 2 and selective recompute leaves 17.9 GB
+    for 1.8 % more time.) The recommendation says so, and a minimum free memory makes that layout the
+    recommendation."""
     q = PlannerParams(model="gpt3-175b", gpu="a100-80gb", gpus=128, batch=512)
     r = planner.plan(q)
     best = r.best()
     assert (best["t"], best["p"], best["d"], best["zero_stage"], best["micro_batch_size"]) == (8, 8, 2, 1, 1)
-    assert round(best["memory_bytes"] / GB, 1) == 84.2 and round(best["headroom_bytes"] / GB, 1) == 0.8
+    assert round(best["memory_bytes"] / GB, 1) == 84.3 and round(best["headroom_bytes"] / GB, 1) == 0.6
     text = " ".join(recommend(r).roomier)
-    assert "1.8 % slower" in text and "18.0 GB free per GPU instead of 0.8 GB" in text
+    assert "1.8 % slower" in text and "17.9 GB free per GPU instead of 0.6 GB" in text
     roomy = planner.plan(dataclasses.replace(q, min_headroom=9.0)).best()
-    assert roomy["headroom_bytes"] / GB == pytest.approx(17.98, abs=0.05)
+    assert roomy["headroom_bytes"] / GB == pytest.approx(17.87, abs=0.05)
     assert (roomy["t"], roomy["d"], roomy["micro_batch_size"], roomy["recompute"]) == (8, 2, 2, "selective")
     assert "Nearly as fast, much more headroom" in recommend(r).text()
     tight = planner.plan(PlannerParams(**BLOOM_PINNED))
