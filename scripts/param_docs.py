@@ -35,7 +35,8 @@ def markdown() -> str:
         out.append("|---|---|---|---|")
         for s in specs.values():
             unit = f" ({s.unit})" if s.unit else ""
-            default = "(empty)" if s.default in ((), None, "") else str(s.default)
+            default = "(empty)" if s.default in ((), None, "") else (
+                ",".join(s.default) if s.kind == "choices" else str(s.default))
             meaning = (s.label + unit + ": " + s.help) if s.label else s.help
             out.append(f"| `{s.key}` | {s.describe_range()} | {default} | {meaning.replace('|', '/')} |")
         out.append("")

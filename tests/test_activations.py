@@ -188,3 +188,27 @@ def test_torchtitan_per_op_policy_counts_on_from_mla_query_latent():
     assert {"w3 output", "wq_a output (per-op policy)", "wkv_a output (per-op policy)",
             "wo output (per-op policy)"} <= latent
     assert not {"w1 output (silu input)", "w2 output (per-op policy)", "wq output (per-op policy)"} & latent
+
+
+def test_megatron_recompute_modules_drop_what_each_module_re_runs():
+    """--recompute-modules (transformer_config.py) under selective recompute, Megatron-Core with TE, t = 1: layernorm
+    drops a MoE layer's pre-MLP norm output (its own TENorm; a dense layer's norm is fused into fc1), moe_act the
+    routed experts' activation output (fc1's output stays: the activation is rebuilt from it), moe everything of
+    the layer but its input, mlp a dense layer's MLP but its input, shared_experts the shared experts' tensors."""
+    h, a, f, fe, k, s, b = 1024, 8, 4096, 512, 4, 256, 2
+    base = dict(flash=True, ffn=f, mlp="swiglu", norm="rmsnorm", dropout=False, rope=True, accounting="megatron")
+    moe = dict(base, routed=float(k), expert_ffn=float(fe), shared_ffn=float(fe), experts=16.0, moe_layer=True)
+
+    def per_token(modules, **kw):
+        return float(act.Shape(s, b, h, a, recompute_modules=modules, **kw).per_layer("selective")) / (s * b)
+
+    core = per_token(("core_attn",), **moe)
+    assert core - per_token(("core_attn", "layernorm"), **moe) == 2 * h  # the norm output, bf16
+    assert core - per_token(("core_attn", "moe_act"), **moe) == 2 * k * fe  # the routed SwiGLU's product
+    assert core - per_token(("core_attn", "shared_experts"), **moe) == (4 + 2) * fe  # fc1 output and fc2 input
+    routed = 7 * 16 + 22 * k + 2 * k * h + (4 + 2) * k * fe  # router, indices, dispatched tokens, experts
+    assert core - per_token(("core_attn", "moe"), **moe) == routed + (4 + 2) * fe
+    assert per_token(("core_attn", "layernorm"), **base) == per_token(("core_attn",), **base)  # fused: no module
+    assert per_token(("core_attn",), **base) - per_token(("core_attn", "mlp"), **base) == 4 + 2 * h + 6 * f
+    # the planner's default adds mla_up_proj, which only an MLA model has
+    assert per_token(("core_attn",), **moe) == float(act.Shape(s, b, h, a, **moe).per_layer("selective")) / (s * b)

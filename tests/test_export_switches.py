@@ -82,3 +82,34 @@ def test_grouped_gemm_is_exported_and_read_back():
     plain = replace(moe, grouped_gemm=False)
     assert "--moe-grouped-gemm" not in megatron_export(plain).text
     assert _read(plain)["grouped_gemm"] == "false"
+
+
+def test_recompute_modules_are_exported_and_read_back():
+    # selective recompute with the plan's modules: the ones this model has, in --recompute-modules (Megatron's
+    # default, core_attn alone, needs none); a script's list reads back as the planner input
+    mixtral = presets.model("mixtral-8x7b")
+    moe = _layout(model=mixtral, t=1, p=1, d=8, ep=8, sequence_parallel=False, recompute="selective",
+                  recompute_modules=("layernorm", "moe_act"))
+    assert _flag(megatron_export(moe).text, "--recompute-modules") == "layernorm moe_act"
+    assert _read(moe)["recompute_modules"] == "layernorm,moe_act"
+    dense = _layout(recompute="selective")  # the default (core_attn, mla_up_proj) on a model without MLA
+    text = megatron_export(dense).text
+    assert "--recompute-granularity selective" in text and "--recompute-modules" not in text
+    assert _read(dense)["recompute_modules"] == "core_attn"  # a script without the list: Megatron's default
+    mla = megatron_export(_layout(model=presets.model("deepseek-v3"), t=1, p=8, d=8, ep=8, sequence_parallel=False,
+                                  recompute="selective"))
+    assert _flag(mla.text, "--recompute-modules") == "core_attn mla_up_proj"
+    no_grouped = megatron_export(replace(moe, grouped_gemm=False))
+    assert _flag(no_grouped.text, "--recompute-modules") == "layernorm"
+    assert any("refuses moe_act" in n for n in no_grouped.notes)
+
+
+def _flag(text: str, flag: str) -> str:
+    """The values after `flag` in an exported command, up to the next flag (the command wraps long lists)."""
+    words = text.replace("\\\n", " ").split()
+    at = words.index(flag) + 1
+    values = []
+    while at < len(words) and not words[at].startswith("--"):
+        values.append(words[at])
+        at += 1
+    return " ".join(values)

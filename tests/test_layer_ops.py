@@ -211,3 +211,20 @@ def test_a_parallel_block_exchanges_once_per_direction_and_keeps_fewer_activatio
     assert float(full) == pytest.approx(34 * s * h)
     assert float(activations.Shape(s, 1, h, GPT3.heads, 1, recompute="selective", parallel=True).per_layer()) == \
         pytest.approx(29 * s * h)
+
+
+def test_selective_recompute_re_runs_the_forward_of_its_modules():
+    # --recompute-modules: mlp re-runs a dense layer's MLP forward (its GEMMs and element-wise work) besides the
+    # attention core; without core_attn the attention is not re-run; layernorm (fused in a dense layer) adds nothing
+    r = ideal()
+    fabric = Fabric(1e12, 1e12, 8, 0.0, 0.0, nccl_latency=0.0)
+    lay = Layouts(micro_batch_size=1, t=8, sp=True, recompute="selective")
+    plain = layer_ops.layer_times(LLAMA, r, lay, fabric)  # the default modules: core_attn (mla_up_proj: MLA only)
+    mlp = layer_ops.layer_times(LLAMA, r, lay, fabric, modules=("core_attn", "mlp"))
+    bare = layer_ops.layer_times(LLAMA, r, lay, fabric, modules=("layernorm",))
+    assert float(plain["R"]["attention"]) == float(plain["F"]["attention"]) > 0
+    assert float(plain["R"]["gemm"]) == float(plain["R"]["memory"]) == 0.0
+    assert float(bare["R"]["attention"]) == float(bare["R"]["gemm"]) == float(bare["R"]["memory"]) == 0.0
+    again = float(mlp["R"]["gemm"]) + float(mlp["R"]["memory"])
+    assert again == pytest.approx(float(mlp["mlp"]["F"]), rel=1e-12) and again > 0
+    assert float(mlp["R"]["attention"]) == float(plain["R"]["attention"])

@@ -50,3 +50,17 @@ def test_float_lists_are_bounded():
     with pytest.raises(InputError):
         parse_strict(PIPELINE, {"stage_costs": ",".join(["1"] * 600)})
     assert parse_strict(PIPELINE, {"stage_costs": ""})["stage_costs"] == ()
+
+
+def test_a_set_of_choices_reads_from_text_or_a_list_in_its_own_order():
+    from core.params.memory import ACTIVATIONS
+    from ui.shared.url_state import format_value
+    spec = ACTIVATIONS["recompute_modules"]  # Megatron-LM's --recompute-modules
+    assert spec.parse("moe_act, layernorm,moe_act") == ("layernorm", "moe_act")  # repeats dropped, spec order
+    assert spec.parse(["MOE", "core_attn"]) == ("core_attn", "moe") == spec.parse("core_attn,moe")
+    assert spec.parse("") == () and spec.parse([]) == ()  # none: selective recompute re-runs nothing
+    for value in (spec.default, ("layernorm", "moe_act"), ()):
+        assert spec.parse(format_value(spec, value)) == value
+    for bad in ("core_attn,attention", "x" * 300, 3):
+        with pytest.raises(InputError):
+            spec.parse(bad)

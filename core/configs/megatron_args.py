@@ -12,6 +12,7 @@ from core.configs import shell
 from core.configs.account import Reading
 from core.configs.model import settle
 from core.configs.vocab import tokenizer_vocab
+from core.params.memory import RECOMPUTE_MODULES
 
 # Flags that change neither memory nor step time, by why.
 _NO_EFFECT = {
@@ -465,6 +466,21 @@ def _training(flags: dict[str, str], r: Reading) -> None:
         r.no_effect("--rampup-batch-size", "", "the planner times the full global batch")
 
 
+def _recompute_modules(modules: str | None, r: Reading) -> None:
+    """--recompute-modules (a list; a NeMo YAML's as its text): the modules selective recompute re-runs; without it
+    Megatron-LM's default, core_attn alone."""
+    names = re.findall(r"[a-z_]+", modules or "")
+    known = [m for m in names if m in RECOMPUTE_MODULES]
+    if modules is None:
+        r.assume("recompute_modules", "core_attn", "no --recompute-modules: Megatron-LM's default, the core attention")
+        return
+    r.read("--recompute-modules", modules, {"recompute_modules": ",".join(known)},
+           f"recompute_modules = {', '.join(known) or 'none'}")
+    if set(names) - set(known):
+        r.unsupported("--recompute-modules", " ".join(sorted(set(names) - set(known))),
+                      "modules the planner does not model (state-space and hyper-connection layers): not counted")
+
+
 def _grouped_gemm(flags: dict[str, str], r: Reading, script_experts: bool) -> None:
     """--moe-grouped-gemm: Transformer Engine's grouped GEMM and its per-stream workspaces; without it a script whose
     model has experts (`script_experts`) runs Megatron-LM's default SequentialMLP (a NeMo recipe names a preset and
@@ -494,7 +510,6 @@ def _recompute(flags: dict[str, str], r: Reading) -> None:
                           "layer checkpointed")
     elif granularity == "selective":
         r.read("--recompute-granularity", "selective", {"recompute": "selective"})
-        if modules and set(modules.split()) - {"core_attn", "mla_up_proj"}:
-            r.unsupported("--recompute-modules", modules, "only core_attn / mla_up_proj are modelled as selective")
+        _recompute_modules(modules, r)
     else:
         r.assume("recompute", "none", "no --recompute-granularity (Megatron-LM's default: none)")

@@ -4,8 +4,8 @@ Vectorised over candidates (micro-batch b, tensor-parallel degree t, sequence pa
 link). Every time is split by phase and by component:
 
     phases      F forward, B input-gradient backward, W weight-gradient backward, R what the backward re-runs first
-                (full recompute: the whole forward; selective: the attention core, or an MLA model's
-                up-projections; none: nothing)
+                (full recompute: the whole forward; selective: the recompute modules' forward, _selective: the
+                attention core and an MLA model's up-projections by default; none: nothing)
     components  gemm       the linear layers (QKV with grouped-query heads, output projection, MLP with SwiGLU's
                            three matrices, logits), core.cost.gemm.gemm_time from (m, n, k)
                 attention  the attention core: per-head Q K^T and scores x V (batched GEMMs), softmax and dropout on
@@ -160,15 +160,16 @@ def _residual_bytes(model: ModelConfig, drop: float, forward: bool) -> float:
 
 
 def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.Fabric, fused: bool = True,
-                capacity: float = 1.0) -> dict:
+                capacity: float = 1.0, modules: tuple = ("core_attn", "mla_up_proj")) -> dict:
     """{phase: {component: seconds}} of an average transformer layer for one micro-batch of b sequences on one
     TP rank (a mixture-of-experts model averages its dense and MoE layers by their counts).
 
     From `lay` (core.cost.step_input.Layouts): b, t, sp, recompute, cp (each rank holds s / cp of every sequence,
     its queries attend to all s keys), ep / etp (expert parallelism and expert TP). fabric: the links the TP
     collectives cross (core.cost.collective); fused: gradient-accumulation fusion (see weight_gradient); capacity:
-    MoE capacity factor. Besides the phases, "hidden" holds the backward TP time Megatron-LM's default overlap hides
-    behind the layer's GEMMs and "overlap" what TP communication overlap (--tp-comm-overlap) can hide, per phase.
+    MoE capacity factor; modules: what selective recompute re-runs (_selective). Besides the phases, "hidden" holds
+    the backward TP time Megatron-LM's default overlap hides behind the layer's GEMMs and "overlap" what TP
+    communication overlap (--tp-comm-overlap) can hide, per phase.
     """
     b, t = np.asarray(lay.micro_batch_size, dtype=float), np.asarray(lay.t, dtype=float)
     sp, recompute = np.asarray(lay.sp, dtype=bool), np.asarray(lay.recompute)
@@ -227,12 +228,40 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
                      1.0 if model.parallel_block else 2.0)
 
     full, selective = recompute == "full", recompute == "selective"
+    again = _selective(model, r, set(modules), mlps, attn, T, t, sp, capacity)
     for c in COMPONENTS:
-        out["R"][c] = np.where(full, out["F"][c], 0.0)
-    if model.mla is None:
+        out["R"][c] = np.where(full, out["F"][c], np.where(selective, again.get(c, 0.0), 0.0))
+    if "core_attn" in modules:
         out["R"]["attention"] = np.where(full | selective, out["F"]["attention"], 0.0)
-    else:  # an MLA model's selective recompute is mla_up_proj (core.frameworks.megatron._mla): its up-projections
-        out["R"]["gemm"] = out["R"]["gemm"] + np.where(selective, _up_projection_share(model) * attn[0][2], 0.0)
+    return out
+
+
+def _selective(model: ModelConfig, r: Rates, modules: set, mlps: list, attn: list, tokens, t, sp, capacity) -> dict:
+    """{component: seconds} a selective recompute of `modules` (Megatron-LM's recompute_modules, what
+    core.frameworks.megatron drops) runs again in the backward, beside the attention core: MLA's up-projections
+    (mla_up_proj), a separate norm's forward (layernorm: a MoE layer's pre-MLP norm, MLA's input norm; read and
+    write), the experts' activation (moe_act), a dense layer's MLP or a MoE layer's whole forward (mlp, moe: its
+    dispatcher's all-to-all is not counted again) or the shared experts' (their share of its GEMMs). `mlps`: (share
+    of the layers, _mlp) of the dense and then the MoE layers; `attn`: the attention linears' (dgrad, wgrad, fwd)."""
+    out: dict = {"gemm": 0.0, "memory": 0.0}
+    dense, moe = mlps[0], (mlps[1] if len(mlps) > 1 else (0.0, None))
+    if model.mla is not None and "mla_up_proj" in modules:
+        out["gemm"] = out["gemm"] + _up_projection_share(model) * attn[0][2]
+    if "layernorm" in modules:
+        norms = (1.0 if model.mla is not None else 0.0) + moe[0]
+        out["memory"] = out["memory"] + norms * stream_time(r, 4.0 * tokens * model.hidden / np.where(sp, t, 1.0))
+    for (share, mlp), module in ((dense, "mlp"), (moe, "moe")):
+        if module in modules and mlp is not None:
+            for c, v in mlp["times"]["F"].items():
+                out[c] = out.get(c, 0.0) + share * v
+    if moe[1] is not None and "moe" not in modules:
+        cfg = model.moe
+        routed = tokens * cfg.top_k * capacity * float(cfg.expert_ffn or model.ffn) / t  # this rank's elements
+        if "moe_act" in modules:
+            out["memory"] = out["memory"] + moe[0] * stream_time(r, (6.0 if model.swiglu else 4.0) * routed)
+        if "shared_experts" in modules and cfg.shared:
+            share = cfg.shared / (cfg.shared + cfg.top_k * capacity)  # of the MLP GEMMs' forward
+            out["gemm"] = out["gemm"] + moe[0] * share * moe[1]["times"]["F"]["gemm"]
     return out
 
 

@@ -174,7 +174,7 @@ def _layer(s: Setting, r, lay: Layouts, fabric: collective.Fabric) -> tuple[dict
     rows = _distinct_layers(lay.micro_batch_size, lay.t, lay.sp, lay.recompute, lay.cp, lay.ep, lay.etp)
     first, inverse = rows if rows is not None else (slice(None), slice(None))
     one = lay.take(first) if rows is not None else lay
-    layer = layer_times(s.model, r, one, fabric, s.a.grad_accum_fusion, s.a.moe_capacity)
+    layer = layer_times(s.model, r, one, fabric, s.a.grad_accum_fusion, s.a.moe_capacity, s.recompute_modules)
     b = one.micro_batch_size / np.asarray(one.cp, dtype=float)  # the end stages' tokens per rank, in sequences
     head = _by_component(embedding_times(s.model, r, b, one.t, one.sp, fabric))
     tail = _by_component(output_times(s.model, r, b, one.t, one.sp, fabric, s.a.grad_accum_fusion))

@@ -84,20 +84,23 @@ def block(a: Arch) -> tuple[Kept, ...]:
     """What one Megatron-Core layer keeps for its backward (the module docstring says where each is read)."""
     norm_stats = 8.0 if a.norm == "layernorm" else 4.0  # TE keeps mu and rsigma, or rsigma, in fp32
     gemm_in = 1.0 if a.fp8 else 2.0  # TE keeps a linear layer's input in FP8 under FP8 training
+    whole_mlp = not a.moe and "mlp" in a.recompute_modules  # the dense MLP checkpointed: its input only
     kept = [
         Kept("layer input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
         Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
         Kept("input norm statistics", "token", norm_stats, "rep", NOT_FULL),
-        Kept("QKV input (norm output)", "h", gemm_in, "rep", NOT_FULL),
+        # MLA's input norm is a module of its own (TENorm), which "layernorm" recomputes; else fused into the GEMM
+        Kept("QKV input (norm output)", "h", gemm_in, "rep", _sel(a, "layernorm") if a.mla else NOT_FULL),
     ]
     kept += _mla(a, gemm_in) if a.mla else _attention(a)
     if a.dropout:
         kept.append(Kept("attention hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
     if not a.parallel:
         kept += [Kept("MLP input (LayerNormLinear input)", "h", 2.0, "rep", NOT_FULL),
-                 Kept("MLP norm statistics", "token", norm_stats, "rep", NOT_FULL),
-                 Kept("fc1 input (norm output)", "h", gemm_in, "rep", NOT_FULL)]
-    kept += moe_layer(a) if a.moe else _mlp(a, "f", "")
+                 Kept("MLP norm statistics", "token", norm_stats, "rep", _sel(a, "mlp") if not a.moe else NOT_FULL),
+                 # a MoE layer's pre-MLP norm is a TENorm module ("layernorm"); a dense one is inside the MLP
+                 Kept("fc1 input (norm output)", "h", gemm_in, "rep", _sel(a, "layernorm" if a.moe else "mlp"))]
+    kept += moe_layer(a) if a.moe else _mlp(a, "f", "", NONE_ONLY if whole_mlp else NOT_FULL)
     if a.dropout:
         kept.append(Kept("MLP hidden-dropout mask", "h", 1.0, "rep", NOT_FULL))
     return tuple(kept)
@@ -117,20 +120,27 @@ def _attention(a: Arch) -> list[Kept]:
         kept += [Kept("q (fused attention)", "q", 2.0, "tp", NOT_FULL),
                  Kept("k (fused attention)", "kv", 2.0, "tp", NOT_FULL),
                  Kept("v (fused attention)", "kv", 2.0, "tp", NOT_FULL),
-                 Kept("softmax statistics (fp32)", "heads", 4.0, "tp", NONE_ONLY)]
+                 Kept("softmax statistics (fp32)", "heads", 4.0, "tp", _sel(a, "core_attn"))]
     else:
         kv = "q" if a.gqa else "kv"  # the unfused path repeats K and V to every query head
+        core = _sel(a, "core_attn")
         kept += [Kept("q", "q", 2.0, "tp", NOT_FULL),
                  Kept("k (core attention input)", "kv", 2.0, "tp", NOT_FULL),
                  Kept("v (core attention input)", "kv", 2.0, "tp", NOT_FULL),
-                 Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY)]
+                 Kept("softmax output", "scores", 2.0, "tp", core)]
         if a.gqa:
-            kept += [Kept("k repeated to the query heads", kv, 2.0, "tp", NONE_ONLY),
-                     Kept("v repeated to the query heads", kv, 2.0, "tp", NONE_ONLY)]
+            kept += [Kept("k repeated to the query heads", kv, 2.0, "tp", core),
+                     Kept("v repeated to the query heads", kv, 2.0, "tp", core)]
         if a.dropout:
-            kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
-                     Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+            kept += [Kept("attention dropout mask", "scores", 1.0, "tp", core),
+                     Kept("attention dropout output", "scores", 2.0, "tp", core)]
     return kept
+
+
+def _sel(a: Arch, module: str) -> frozenset:
+    """The recompute modes under which a tensor of `module` is kept: selective recompute drops it when the module is
+    one of recompute_modules (transformer_config.py: --recompute-modules, default core_attn)."""
+    return NONE_ONLY if module in a.recompute_modules else NOT_FULL
 
 
 def _mla(a: Arch, gemm_in: float) -> list[Kept]:
@@ -138,34 +148,36 @@ def _mla(a: Arch, gemm_in: float) -> list[Kept]:
     down-projections read the norm output kept above; each latent passes a fused norm + up-projection
     (TELayerNormColumnParallelLinear: its input, fp32 rsigma and normed GEMM input); RoPE and the concatenation
     build the query and key (heads x (qk + rope dims)) and the value (heads x v dim) the attention kernel keeps,
-    as the unfused one keeps its softmax; the output feeds linear_proj. Selective recompute of an MLA model is
-    counted as its recipes run it, recompute_modules with mla_up_proj (Megatron-Bridge's DeepSeek-V3 and Moonlight
-    performance configs): the up-projections and RoPE run again in the backward, so query, key and value are not
-    kept (CheckpointWithoutOutput frees them once the attention has read them)."""
+    as the unfused one keeps its softmax; the output feeds linear_proj. With mla_up_proj in recompute_modules (the
+    planner's default, as Megatron-Bridge's DeepSeek-V3 and Moonlight performance configs run it) the
+    up-projections and RoPE run again in the backward, so query, key and value are not kept
+    (CheckpointWithoutOutput frees them once the attention has read them)."""
     latent = [("kv", "lat")] + ([("q", "qlat")] if a.q_lora else [])
     kept = [k for who, width in latent for k in (
         Kept(f"{who} latent (up-projection norm input)", width, 2.0, "rep", NOT_FULL),
         Kept(f"{who} latent norm rsigma (fp32)", "token", 4.0, "rep", NOT_FULL),
         Kept(f"{who} latent normed (up-projection input)", width, gemm_in, "rep", NOT_FULL))]
-    kept += [Kept("query (RoPE applied)", "mqk", 2.0, "tp", NONE_ONLY),
-             Kept("key (RoPE applied)", "mqk", 2.0, "tp", NONE_ONLY),
-             Kept("value", "mv", 2.0, "tp", NONE_ONLY),
+    up, core = _sel(a, "mla_up_proj"), _sel(a, "core_attn")
+    kept += [Kept("query (RoPE applied)", "mqk", 2.0, "tp", up),
+             Kept("key (RoPE applied)", "mqk", 2.0, "tp", up),
+             Kept("value", "mv", 2.0, "tp", up),
              Kept("attention output (projection input)", "mv", 2.0, "tp", NOT_FULL)]
     if a.fp8:
         kept.append(Kept("projection input in FP8", "mv", 1.0, "tp", NOT_FULL))
     if a.flash:
-        return kept + [Kept("softmax statistics (fp32)", "heads", 4.0, "tp", NONE_ONLY)]
-    kept.append(Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY))
+        return kept + [Kept("softmax statistics (fp32)", "heads", 4.0, "tp", core)]
+    kept.append(Kept("softmax output", "scores", 2.0, "tp", core))
     if a.dropout:
-        kept += [Kept("attention dropout mask", "scores", 1.0, "tp", NONE_ONLY),
-                 Kept("attention dropout output", "scores", 2.0, "tp", NONE_ONLY)]
+        kept += [Kept("attention dropout mask", "scores", 1.0, "tp", core),
+                 Kept("attention dropout output", "scores", 2.0, "tp", core)]
     return kept
 
 
-def _mlp(a: Arch, width: str, who: str) -> list[Kept]:
+def _mlp(a: Arch, width: str, who: str, modes: frozenset = NOT_FULL, act: frozenset = NOT_FULL) -> list[Kept]:
+    """An MLP's fc1 output and fc2 input, kept under `modes` (and the activation's output under `act` too)."""
     gated = a.mlp == "swiglu"
-    return [Kept(f"{who}fc1 output (activation input)", width, 4.0 if gated else 2.0, "tp", NOT_FULL),
-            Kept(f"{who}activation output (fc2 input)", width, 1.0 if a.fp8 else 2.0, "tp", NOT_FULL)]
+    return [Kept(f"{who}fc1 output (activation input)", width, 4.0 if gated else 2.0, "tp", modes),
+            Kept(f"{who}activation output (fc2 input)", width, 1.0 if a.fp8 else 2.0, "tp", modes & act)]
 
 
 def moe_layer(a: Arch) -> list[Kept]:
@@ -177,16 +189,18 @@ def moe_layer(a: Arch) -> list[Kept]:
     The routing probabilities are applied inside the activation (experts.py bias_act_func), so the experts'
     outputs are not kept: a gated MLP's fused weighted SwiGLU keeps the fc1 output and fc2 its input, as the
     dense MLP; an ungated one keeps the activation's input, its output (read again by the weighting) and the
-    weighted product (fc2's input). The shared experts run as the dense MLP."""
-    kept = [Kept("router scores (fp32), routing map and probabilities", "experts", 7.0, "tp", NOT_FULL),
-            Kept("top-k indices and weights, permutation indices and permuted probabilities", "k", 22.0, "tp",
-                 NOT_FULL),
-            Kept("dispatched tokens (grouped GEMM input)", "kh", 1.0 if a.fp8 else 2.0, "tp", NOT_FULL),
-            *_mlp(a, "kf", "routed experts' ")]
+    weighted product (fc2's input). The shared experts run as the dense MLP. Recompute modules: "moe" checkpoints
+    the layer (its input, the norm output, is kept), "moe_act" the experts' activation (output-discarding: fc1's
+    output stays), "shared_experts" the shared experts."""
+    layer, act = _sel(a, "moe"), _sel(a, "moe_act")
+    kept = [Kept("router scores (fp32), routing map and probabilities", "experts", 7.0, "tp", layer),
+            Kept("top-k indices and weights, permutation indices and permuted probabilities", "k", 22.0, "tp", layer),
+            Kept("dispatched tokens (grouped GEMM input)", "kh", 1.0 if a.fp8 else 2.0, "tp", layer),
+            *_mlp(a, "kf", "routed experts' ", layer, act)]
     if a.mlp != "swiglu":
         kept.append(Kept("routed experts' activation output (read by the probability weighting)", "kf", 2.0, "tp",
-                         NOT_FULL))
-    return kept + _mlp(a, "sf", "shared experts' ")
+                         layer & act))
+    return kept + _mlp(a, "sf", "shared experts' ", layer & _sel(a, "shared_experts"))
 
 
 def head(a: Arch) -> tuple[Kept, ...]:

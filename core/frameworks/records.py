@@ -50,6 +50,8 @@ class Arch:
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3) in place of the plain attention
     q_lora: bool = False  # MLA's queries pass through a latent of their own (q_lora_rank > 0)
     qk_norm: bool = False  # q and k normalised per head before RoPE (Qwen3, OLMo 2, Gemma 3; --qk-layernorm)
+    # what Megatron-LM's selective recompute re-runs (--recompute-modules; core.params.memory RECOMPUTE_MODULES)
+    recompute_modules: tuple[str, ...] = ("core_attn", "mla_up_proj")
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,7 @@ class Shape:
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
     mla: tuple = ()  # multi-head latent attention: (kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim)
     qk_norm: bool = False  # q and k normalised per head (Qwen3, OLMo 2; Megatron-LM --qk-layernorm)
+    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))
@@ -146,7 +147,8 @@ class Shape:
                     rope=bool(self.rope), parallel=bool(self.parallel),
                     gqa=bool(self.kv_heads) and int(self.kv_heads) < heads, fp8=bool(self.fp8),
                     compiled=bool(self.compiled), moe=bool(self.moe_layer), mla=bool(self.mla),
-                    q_lora=bool(self.mla) and bool(self.mla[1]), qk_norm=bool(self.qk_norm))
+                    q_lora=bool(self.mla) and bool(self.mla[1]), qk_norm=bool(self.qk_norm),
+                    recompute_modules=tuple(self.recompute_modules))
 
     def accounting_record(self):
         return accounting(self.accounting)

@@ -176,6 +176,7 @@ class Training:
     recompute_layers: object = 0  # full recompute on the first N layers of each stage (chunk) only; 0 = every layer
     tp_overlap: object = False  # TP communication overlap (Megatron-LM --tp-comm-overlap): its GEMMs' workspaces
     grouped_gemm: bool = True  # MoE layers run Transformer Engine's grouped GEMM (Megatron-LM --moe-grouped-gemm)
+    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
 
 
 @dataclass(frozen=True)

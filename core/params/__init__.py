@@ -25,7 +25,8 @@ ITEM_CHARS = 12  # room per entry of a list ("1,024.125, "): a list's limit is m
 
 @dataclass(frozen=True)
 class Spec:
-    """One input. `kind` is int, float, choice, bool or floats (a comma-separated list of floats)."""
+    """One input. `kind` is int, float, choice, bool, floats (a comma-separated list of floats) or choices (a
+    comma-separated set of `choices`, kept in their order)."""
 
     key: str
     kind: str
@@ -47,6 +48,9 @@ class Spec:
         if self.kind == "floats":
             least = f"{self.min_items} to {self.max_items}" if self.min_items else f"up to {self.max_items}"
             return f"{least} comma-separated numbers in [{self.lo:g}, {self.hi:g}]"
+        if self.kind == "choices":
+            return "comma-separated, any of " + ", ".join(str(c) for c in self.choices) + (
+                "" if self.min_items else " (or none)")
         return f"{_fmt(self.lo)} to {_fmt(self.hi)}"
 
     @property
@@ -124,6 +128,15 @@ def _bool(spec: Spec, raw: Any) -> bool:
     raise ValueError
 
 
+def _choices(spec: Spec, raw: Any) -> tuple[str, ...]:
+    """A set of choices, from "a,b" or a sequence; repeats dropped, in the spec's order."""
+    items = (raw.split(",") if raw else []) if isinstance(raw, str) else list(raw)
+    picked = {_choice(spec, item.strip() if isinstance(item, str) else item) for item in items}
+    if len(picked) < spec.min_items:
+        raise InputError(f"{spec.key}: give at least {spec.min_items} of {', '.join(spec.choices)}")
+    return tuple(c for c in spec.choices if c in picked)
+
+
 def _floats(spec: Spec, raw: Any) -> tuple[float, ...]:
     if isinstance(raw, str):
         items = raw.split(",") if raw else []
@@ -143,6 +156,7 @@ _PARSERS = {
     "choice": _choice,
     "bool": _bool,
     "floats": _floats,
+    "choices": _choices,
 }
 
 
@@ -177,7 +191,7 @@ def parse_lenient(specs: Mapping[str, Spec], raw: Mapping[str, Any]) -> tuple[di
     for k, v in raw.items():
         if k not in specs:
             continue
-        if isinstance(v, list | tuple) and specs[k].kind != "floats":
+        if isinstance(v, list | tuple) and specs[k].kind not in ("floats", "choices"):
             v = v[-1] if v else ""
         try:
             values[k] = specs[k].parse(v)

@@ -29,6 +29,8 @@ SPLITS = ("even", "embedding-on-ends")
 OFFLOADS = ("none", "optimizer", "optimizer+params", "nvme")
 STAGE_CHOICES = ("all", "0", "1", "2", "3")
 RECOMPUTE_MODES = ("none", "selective", "full")
+# Megatron-LM's --recompute-modules that change what a layer keeps (megatron/core/transformer/transformer_config.py)
+RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
@@ -165,6 +167,15 @@ ACTIVATIONS = table(
               "into the bf16 logits in place (Transformer Engine's, Liger's); native: Megatron-LM's "
               "--cross-entropy-loss-fusion with its default --cross-entropy-fusion-impl native, whose compiled "
               "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast)."),
+    Spec("recompute_modules", "choices", ("core_attn", "mla_up_proj"), choices=RECOMPUTE_MODULES,
+         label="Selective recompute modules (Megatron-LM)",
+         help="What Megatron-LM's selective recompute re-runs (--recompute-modules): core_attn the attention core, "
+              "mla_up_proj latent attention's up-projections and RoPE (MLA models), layernorm the norms that are "
+              "modules of their own (a MoE layer's pre-MLP norm, MLA's input norm), moe_act the experts' "
+              "activation, mlp a dense layer's MLP, moe the whole MoE layer (its input kept), shared_experts the "
+              "shared experts. Each drops its tensors from selective rows' activations and adds its forward to "
+              "the step time. Default core_attn + mla_up_proj (Megatron's default core_attn; the up-projections "
+              "as NVIDIA's MLA recipes run them). Other frameworks' selective recompute is their own."),
     Spec("grouped_gemm", "bool", True, label="Grouped GEMM experts (Megatron-LM)",
          help="Megatron-LM MoE layers run Transformer Engine's grouped GEMM (--moe-grouped-gemm, as NVIDIA's MoE "
               "recipes do), which allocates a cuBLAS workspace per compute stream: 4 x 32 MiB more per GPU on "

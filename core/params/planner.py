@@ -335,6 +335,7 @@ TARGET = table(
     ACTIVATIONS["loss"],
     ACTIVATIONS["compile"],
     ACTIVATIONS["grouped_gemm"],
+    ACTIVATIONS["recompute_modules"],
 )
 
 PLAN = table(
@@ -463,6 +464,7 @@ class PlannerParams:
     loss: str = PLAN["loss"].default
     compile: bool = PLAN["compile"].default
     grouped_gemm: bool = PLAN["grouped_gemm"].default
+    recompute_modules: tuple[str, ...] = PLAN["recompute_modules"].default
     eff: float = PLAN["eff"].default
     mem_eff: float = PLAN["mem_eff"].default
     flash_kernel: str = PLAN["flash_kernel"].default

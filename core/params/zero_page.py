@@ -77,7 +77,8 @@ SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s",
 CUSTOM_SEQ = _paper_model()["seq"]
 ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")), SEQ,
             PLAN["moe_capacity"], PLAN["cp_comm"], ACTIVATIONS["compile"], ACTIVATIONS["loss"],
-            PLAN["recompute_layers"], ACTIVATIONS["grouped_gemm"], ACTIVATIONS["tp_comm_overlap"])
+            PLAN["recompute_layers"], ACTIVATIONS["grouped_gemm"], ACTIVATIONS["tp_comm_overlap"],
+            ACTIVATIONS["recompute_modules"])
 WRAP = table(FSDP["min_params"], FSDP["prefetch"])
 DEMO = table(
     replace(EQUIVALENCE["ranks"], hi=16),

@@ -83,7 +83,7 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
     elif layout.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif layout.recompute == "selective":
-        a += ["--recompute-granularity", "selective"]
+        a += _selective(layout, notes)
     a += _sharding(layout, notes)
     a.append("--bf16" if layout.half == "bf16" else "--fp16")
     a += _fp8(layout, notes) + export_switches.megatron_flags(layout, notes)
@@ -160,6 +160,30 @@ def _latent_attention(layout: Layout) -> list[str]:
     out = ["--multi-latent-attention", "--kv-lora-rank", str(mla.kv_lora_rank), "--qk-head-dim", str(mla.qk_head_dim),
            "--qk-pos-emb-head-dim", str(mla.qk_rope_dim), "--v-head-dim", str(mla.v_head_dim)]
     return (["--q-lora-rank", str(mla.q_lora_rank)] if mla.q_lora_rank else []) + out
+
+
+def _selective(layout: Layout, notes: list[str]) -> list[str]:
+    """--recompute-granularity selective with the plan's recompute modules that apply to this model (Megatron-LM's
+    default, core_attn alone, needs no list); moe_act needs grouped GEMM (transformer_config.py asserts it)."""
+    m = layout.model
+    applies = {"core_attn": True, "mla_up_proj": m.mla is not None, "layernorm": m.is_moe or m.mla is not None,
+               "moe_act": m.is_moe, "mlp": not m.is_moe or m.moe.first_dense > 0,
+               "moe": m.is_moe, "shared_experts": m.is_moe and m.moe.shared > 0}
+    modules = [x for x in layout.recompute_modules if applies[x]]
+    dropped = [x for x in layout.recompute_modules if not applies[x]]
+    if dropped:
+        notes.append(f"--recompute-modules leaves out {', '.join(dropped)}: no such module in this model, so the "
+                     "plan counted nothing for it either.")
+    if "moe_act" in modules and not layout.grouped_gemm:
+        modules.remove("moe_act")
+        notes.append("Megatron-LM refuses moe_act without --moe-grouped-gemm (transformer_config.py): left out, so "
+                     "the run keeps the experts' activations the plan dropped; plan with grouped_gemm true.")
+    if not modules:
+        notes.append("No recompute module applies to this model: the command recomputes nothing, and the row's "
+                     "selective recompute keeps everything, as counted.")
+        return []
+    out = ["--recompute-granularity", "selective"]
+    return out if modules == ["core_attn"] else out + ["--recompute-modules", *modules]
 
 
 def _experts(layout: Layout, notes: list[str]) -> list[str]:

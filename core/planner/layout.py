@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from core.errors import InputError
 from core.model.config import GpuSpec, ModelConfig
 from core.model.presets import gpu, model
-from core.params.memory import GRAD_DTYPES, LOSS_KERNELS, OPTIMIZER_DTYPES
+from core.params.memory import ACTIVATIONS, GRAD_DTYPES, LOSS_KERNELS, OPTIMIZER_DTYPES
 from core.params.model import CLUSTER
 from core.params.pipeline import SEARCH_SCHEDULES
 from core.params.planner import CP_COMMS, MOE_DISPATCHERS
@@ -60,6 +60,7 @@ class Layout:
     optimizer_dtype: str = "fp32"  # Adam's moments as the plan counted them
     loss: str = "auto"  # the cross-entropy kernel the plan counted (core.frameworks.loss)
     grouped_gemm: bool = True  # MoE layers through Transformer Engine's grouped GEMM (Megatron-LM --moe-grouped-gemm)
+    recompute_modules: tuple = ACTIVATIONS["recompute_modules"].default  # what selective recompute re-runs
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig) or not isinstance(self.gpu, GpuSpec):
@@ -92,6 +93,7 @@ class Layout:
                                      ("loss", self.loss, LOSS_KERNELS)):
             if value not in choices:
                 raise InputError(f"{name}: {value!r} is not allowed; choose one of {', '.join(choices)}")
+        object.__setattr__(self, "recompute_modules", ACTIVATIONS["recompute_modules"].parse(self.recompute_modules))
         for name in ("sequence_parallel", "reshard", "tp_comm_overlap", "moe_a2a_overlap", "ends_in_split",
                      "grouped_gemm"):
             if not isinstance(getattr(self, name), bool):

@@ -129,7 +129,7 @@ def _config(q: PlannerParams, got: pd.Series) -> per_gpu.MemoryConfig:
                           cp_comm=q.cp_comm, micro_batches=int(got["m"]), compiled=q.compile,
                           grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss,
                           fp16=precision == "fp16", tp_overlap=bool(got["tp_comm_overlap"]),
-                          grouped_gemm=q.grouped_gemm)
+                          grouped_gemm=q.grouped_gemm, recompute_modules=q.recompute_modules)
     inflight = per_gpu.InFlight(float(got["inflight"]), float(got["inflight_last"]), False,
                                 float(got["inflight_middle"]), float(got["held_first_stage"]),
                                 float(got["held_last_stage"]))

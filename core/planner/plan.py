@@ -75,7 +75,8 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     usable = float(usable_bytes(device / GB, 0.0, a.reserve_frac))
     fp8 = precision == "fp8"
     opts = rank_memory.Options(fp8, a.moe_capacity, a.ends_in_split, a.cp_comm, q.compile, q.grad_dtype,
-                               q.optimizer_dtype, q.loss, precision == "fp16", q.grouped_gemm)
+                               q.optimizer_dtype, q.loss, precision == "fp16", q.grouped_gemm,
+                               q.recompute_modules)
     degrees, notes = candidates.degrees(q, model)
     search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
                                                    fp8), budget)
@@ -95,7 +96,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                           tuple(notes), 0, search.narrowed)
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
     s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k,
-                dp_comm.reduce_bytes(q.grad_dtype, precision))
+                dp_comm.reduce_bytes(q.grad_dtype, precision), q.recompute_modules)
 
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())

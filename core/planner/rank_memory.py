@@ -82,6 +82,7 @@ class Options:
     loss: str = "auto"
     fp16: bool = False  # fp16 rather than bf16 (a framework's gradient buffer may follow it)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
+    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
 
 
 def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu.InFlight | None = None,
@@ -97,7 +98,8 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
                                 moe_capacity=o.capacity, cp_comm=o.cp_comm, micro_batches=m, compiled=o.compiled,
                                 grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss,
                                 fp16=o.fp16, recompute_layers=c["recompute_layers"][rows],
-                                tp_overlap=c["tp_comm_overlap"][rows], grouped_gemm=o.grouped_gemm)
+                                tp_overlap=c["tp_comm_overlap"][rows], grouped_gemm=o.grouped_gemm,
+                                recompute_modules=o.recompute_modules)
     return per_gpu.MemoryConfig(per_gpu.ModelMemory.of(model), layout, training, inflight or per_gpu.InFlight(),
                                 accounting=key)
 

@@ -126,7 +126,7 @@ def layout_for(q: PlannerParams, row: Any, resolved: tuple | None = None) -> Lay
                   cp_comm=q.cp_comm, moe_dispatcher=q.moe_dispatcher,
                   moe_a2a_overlap=bool(q.moe_a2a_overlap), ends_in_split=bool(q.ends_in_split),
                   grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss,
-                  grouped_gemm=bool(q.grouped_gemm))
+                  grouped_gemm=bool(q.grouped_gemm), recompute_modules=q.recompute_modules)
 
 
 def _plain(value: Any) -> Any:

@@ -95,6 +95,7 @@ class ActInputs:
     recompute_layers: int = 0  # full recompute on the first N layers of each stage only (0: every layer)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
     tp_comm_overlap: bool = False  # Megatron-LM's TP communication overlap (its GEMMs' workspaces)
+    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
@@ -166,7 +167,7 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
                                 moe_capacity=a.moe_capacity, cp_comm=a.cp_comm, micro_batches=a.m,
                                 compiled=a.compile, grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
                                 loss=a.loss, recompute_layers=a.recompute_layers, tp_overlap=a.tp_comm_overlap,
-                                grouped_gemm=a.grouped_gemm)
+                                grouped_gemm=a.grouped_gemm, recompute_modules=a.recompute_modules)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight(), accounting=q.accounting)
 
 

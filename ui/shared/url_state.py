@@ -62,6 +62,8 @@ def format_value(spec: Spec, value: Any) -> str:
         return format_number(float(value))
     if spec.kind == "floats":
         return ",".join(format_number(float(v)) for v in value)
+    if spec.kind == "choices":
+        return ",".join(value)
     return str(value)
 
 

@@ -99,6 +99,9 @@ def spec_input(spec: Spec, *, container: Any = None, widget: str | None = None, 
     elif spec.kind == "floats":
         args.setdefault("placeholder", "comma-separated numbers, e.g. 1, 1, 1.5")
         raw = box.text_input(value=format_value(spec, spec.default), max_chars=spec.max_chars, **args)
+    elif spec.kind == "choices":  # a set of names as text (a multiselect cannot be bound to the URL)
+        args.setdefault("placeholder", "comma-separated: " + ", ".join(spec.choices))
+        raw = box.text_input(value=format_value(spec, spec.default), max_chars=spec.max_chars, **args)
     else:
         raise ValueError(f"no widget for kind {spec.kind!r} ({spec.key})")
     if raw is None and spec.default is None:  # an optional number left empty
