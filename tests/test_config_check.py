@@ -246,3 +246,26 @@ def test_megatron_cross_entropy_fusion_reads_as_its_kernel(flags, loss):
     kinds = {e.name: e.kind for e in reading.entries}
     assert kinds["--cross-entropy-fusion-impl" if loss is None else "--cross-entropy-loss-fusion"] == \
         ("no effect" if loss is None else "read")
+
+
+def test_a_multimodal_config_is_read_from_its_text_config():
+    # Llama 4 and Gemma 3 checkpoints nest the language model under text_config (a shape written here in their
+    # keys): it is read, with QK norm from use_qk_norm, and the vision tower is said not to be counted
+    cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "tie_word_embeddings": False,
+           "text_config": {"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 1024,
+                           "intermediate_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 2,
+                           "vocab_size": 32000, "num_local_experts": 4, "num_experts_per_tok": 1,
+                           "use_qk_norm": True},
+           "vision_config": {"hidden_size": 1408}}
+    done = check([("config.json", json.dumps(cfg))], {"gpus": "8"})
+    p = done.params
+    assert (p.model, p.layers, p.hidden, p.experts, p.top_k, p.mlp, p.qk_norm, p.tied) == \
+        ("custom", 4, 1024, 4, 1, "swiglu", True, False)
+    skipped = {e.name for e in done.reading.entries if e.kind == "unsupported"}
+    assert "vision_config" in skipped and "architectures" not in skipped
+    # gpt-oss names its top-k twice and gates its experts (a clamped SwiGLU)
+    oss = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 512, "intermediate_size": 512,
+           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 32000,
+           "num_local_experts": 8, "num_experts_per_tok": 2, "experts_per_token": 2, "swiglu_limit": 7.0}
+    q = check([("config.json", json.dumps(oss))], {"gpus": "8"}).params
+    assert (q.mlp, q.experts, q.top_k) == ("swiglu", 8, 2)

@@ -11,7 +11,8 @@ from core.configs.model import settle
 from core.errors import InputError
 
 GATED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-         "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "kimi_k2", "glm4_moe")  # SwiGLU (gate, up, down)
+         "gemma", "gemma2", "gemma3", "gemma3_text", "olmo", "olmo2", "olmoe", "granite", "phi3", "kimi_k2", "glm4_moe",
+         "gpt_oss", "llama4", "llama4_text", "qwen3_next", "dbrx")  # gated MLPs (gate, up, down)
 NO_EFFECT = {
     "checkpoint and generation metadata": (
         "architectures", "transformers_version", "torch_dtype", "dtype", "use_cache", "bos_token_id",
@@ -23,7 +24,7 @@ NO_EFFECT = {
         "attention_bias", "mlp_bias", "hidden_act", "router_aux_loss_coef", "output_router_logits",
         "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor",
         "aux_loss_alpha", "seq_aux", "moe_layer_freq", "decoder_sparse_step", "router_jitter_noise",
-        "embd_pdrop", "resid_pdrop", "rope_interleave", "partial_rotary_factor", "head_dim_scale"),
+        "embd_pdrop", "resid_pdrop", "rope_interleave", "swiglu_limit", "partial_rotary_factor", "head_dim_scale"),
 }
 # Families whose attention normalises q and k (transformers' modeling_*.py q_norm / k_norm: RMSNorm over the head
 # size, OLMo 2's over the projection); a config may also say so itself (qk_layernorm, use_qk_norm).
@@ -36,6 +37,7 @@ def read(text: str, source: str = "config.json") -> Reading:
     data = json_object(text, source)
     r = Reading("huggingface", "", source=source)
     family = str(data.pop("model_type", ""))
+    data, family = _language_model(data, family, r)
     arch = _sizes(data, r)
     _shape(data, family, arch, r)
     for key, value in data.items():
@@ -45,6 +47,24 @@ def read(text: str, source: str = "config.json") -> Reading:
             r.unsupported(key, value, "not a key the importer knows; its effect is not counted")
     settle(r, arch)
     return r
+
+
+def _language_model(data: dict, family: str, r: Reading) -> tuple[dict, str]:
+    """A multimodal checkpoint's config (Llama 4, Gemma 3, Qwen2.5-VL ...) nests the language model under
+    text_config: that is the model trained here; the vision tower is not counted."""
+    inner = data.get("text_config")
+    if not isinstance(inner, dict) or any(k in data for k in LAYERS):
+        return data, family
+    inner = dict(inner)
+    r.read("text_config", family or "(multimodal)", {}, "the language model's own config is read")
+    for key in sorted(set(data) - {"text_config"}):
+        if key == "tie_word_embeddings" and key not in inner:  # Llama 4 ties (or not) at the top level
+            inner[key] = data[key]
+        elif key in _NO_EFFECT:
+            r.no_effect(key, data[key], _NO_EFFECT[key])
+        else:
+            r.unsupported(key, data[key], "outside the language model (text_config): not counted")
+    return inner, str(inner.pop("model_type", family))
 
 
 def _sizes(data: dict, r: Reading) -> dict[str, object]:
@@ -71,7 +91,9 @@ def _sizes(data: dict, r: Reading) -> dict[str, object]:
     take(("intermediate_size", "n_inner", "ffn_hidden_size"), "ffn")
     take(("vocab_size",), "vocab")
     take(("num_local_experts", "num_experts", "n_routed_experts"), "experts")
-    take(("num_experts_per_tok", "moe_topk"), "top_k")
+    take(("num_experts_per_tok", "moe_topk", "experts_per_token"), "top_k")
+    if "experts_per_token" in data:  # gpt-oss names the top-k twice
+        r.no_effect("experts_per_token", data.pop("experts_per_token"), "the same top-k as num_experts_per_tok")
     take(("moe_intermediate_size",), "expert_ffn")
     take(("n_shared_experts",), "shared_experts")
     take(("first_k_dense_replace",), "dense_layers")
