@@ -21,9 +21,9 @@ Read at core_v0.14.0 (23e00ed0) and checked against core_v0.19.0 (5be96267), Tra
   size) each norm keeps its input made contiguous and its fp32 statistics per head (Transformer Engine
   ops/basic/layer_norm.py and rmsnorm.py op_forward: ctx.save_for_backward(x, means, rstdevs) with
   x = input_.contiguous()); the normed q and k pass the fused RoPE, which keeps only its frequencies.
-- selective recompute (--recompute-granularity selective, recompute_modules ["core_attn"]): the core attention is
-  checkpointed, so its internal tensors are rebuilt (the s x s matrices, the statistics); full recompute
-  (--recompute-granularity full) keeps each layer's input only.
+- selective recompute (--recompute-granularity selective, --recompute-modules, default ["core_attn"]): each listed
+  module's tensors are rebuilt in the backward (core_attn: the s x s matrices, the statistics; the others: _sel's
+  callers); full recompute (--recompute-granularity full) keeps each layer's input only.
 - loss (tensor_parallel/cross_entropy.py): the bf16 logits are cast to fp32 (calculate_logits_max:
   vocab_parallel_logits.float()) while the caller still holds them, the fp32 copy becomes the softmax in place and
   is kept for the backward, which writes the gradient into it and casts it to bf16: 4 bytes per logit held, 6 at
@@ -214,8 +214,8 @@ def head(a: Arch) -> tuple[Kept, ...]:
 ACCOUNTING = Accounting(
     key="megatron", label="Megatron-LM (Megatron-Core + Transformer Engine)", version=READ_AT, states=STATES,
     block=block, head=head, loss=LOSS, buffers=BUFFERS,
-    selective="the core attention is recomputed (recompute_modules ['core_attn']): with a fused kernel only its "
-              "statistics, with the unfused one the s x s matrices")
+    selective="the recompute_modules are rebuilt in the backward (default core_attn and, for MLA, mla_up_proj): the "
+              "core attention's statistics (fused kernel) or s x s matrices (unfused), MLA's query, key and value")
 
 
 # What it runs (core.frameworks.capability): the flags of the release the planner's export is checked against
