@@ -269,3 +269,10 @@ def test_a_multimodal_config_is_read_from_its_text_config():
            "num_local_experts": 8, "num_experts_per_tok": 2, "experts_per_token": 2, "swiglu_limit": 7.0}
     q = check([("config.json", json.dumps(oss))], {"gpus": "8"}).params
     assert (q.mlp, q.experts, q.top_k) == ("swiglu", 8, 2)
+    # experts every other layer (Llama 4 Maverick's interleave step 2) is not an input: the reading says so
+    every = {**cfg["text_config"], "interleave_moe_layer_step": 2}
+    entries = check([("config.json", json.dumps(every))], {"gpus": "8"}).reading.entries
+    assert any(e.kind == "unsupported" and e.name == "interleave_moe_layer_step" for e in entries)
+    ones = {**cfg["text_config"], "interleave_moe_layer_step": 1}
+    entries = check([("config.json", json.dumps(ones))], {"gpus": "8"}).reading.entries
+    assert any(e.kind == "no effect" and e.name == "interleave_moe_layer_step" for e in entries)

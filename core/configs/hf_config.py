@@ -23,7 +23,7 @@ NO_EFFECT = {
         "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rope_scaling", "rope_parameters",
         "attention_bias", "mlp_bias", "hidden_act", "router_aux_loss_coef", "output_router_logits",
         "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor",
-        "aux_loss_alpha", "seq_aux", "moe_layer_freq", "decoder_sparse_step", "router_jitter_noise",
+        "aux_loss_alpha", "seq_aux", "router_jitter_noise",
         "embd_pdrop", "resid_pdrop", "rope_interleave", "swiglu_limit", "partial_rotary_factor", "head_dim_scale"),
 }
 # Families whose attention normalises q and k (transformers' modeling_*.py q_norm / k_norm: RMSNorm over the head
@@ -122,6 +122,20 @@ def _qk_norm(data: dict, family: str, arch: dict[str, object], r: Reading) -> No
         r.read("model_type", family, {}, "qk_norm = true (the family normalises q and k)")
 
 
+def _moe_step(data: dict, arch: dict[str, object], r: Reading) -> None:
+    """Experts every k-th layer (Qwen2-MoE decoder_sparse_step, DeepSeek moe_layer_freq, Llama 4
+    interleave_moe_layer_step): 1 is every layer; another k is not an input yet, and the file is told so."""
+    for key in ("moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"):
+        if key not in data:
+            continue
+        step = data.pop(key)
+        if step in (1, None) or not arch.get("experts"):
+            r.no_effect(key, step, "every layer after the dense ones is MoE" if arch.get("experts") else "no experts")
+        else:
+            r.unsupported(key, step, "experts every k-th layer is not an input: counted as every layer MoE (more "
+                          "expert parameters and all-to-all than the model has)")
+
+
 def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None:
     """Head size, MLP kind, tying, shared experts, dropout and windows; fails when the sizes are missing."""
     source = r.source
@@ -160,6 +174,7 @@ def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None
         if key in data:
             value = data.pop(key)
             r.read(key, value, {"dropout": bool(value)})
+    _moe_step(data, arch, r)
     window, use = data.pop("sliding_window", None), data.pop("use_sliding_window", None)
     if window and use is not False:
         r.unsupported("sliding_window", window, "sliding-window attention is counted as full causal attention")
