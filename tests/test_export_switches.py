@@ -113,3 +113,12 @@ def _flag(text: str, flag: str) -> str:
         values.append(words[at])
         at += 1
     return " ".join(values)
+
+
+def test_the_default_recompute_modules_say_nothing_on_a_model_without_latent_attention():
+    # the default (core_attn, mla_up_proj) on a dense Llama: Megatron's default selective, no list and no note
+    export = megatron_export(_layout(recompute="selective"))
+    assert "--recompute-modules" not in export.text
+    assert not any("recompute" in n for n in export.notes)
+    layernorm = megatron_export(_layout(recompute="selective", recompute_modules=("core_attn", "layernorm")))
+    assert any("leaves out layernorm" in n for n in layernorm.notes)  # asked for, and no such module here

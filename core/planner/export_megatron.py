@@ -170,7 +170,7 @@ def _selective(layout: Layout, notes: list[str]) -> list[str]:
                "moe_act": m.is_moe, "mlp": not m.is_moe or m.moe.first_dense > 0,
                "moe": m.is_moe, "shared_experts": m.is_moe and m.moe.shared > 0}
     modules = [x for x in layout.recompute_modules if applies[x]]
-    dropped = [x for x in layout.recompute_modules if not applies[x]]
+    dropped = [x for x in layout.recompute_modules if not applies[x] and x != "mla_up_proj"]  # default: MLA only
     if dropped:
         notes.append(f"--recompute-modules leaves out {', '.join(dropped)}: no such module in this model, so the "
                      "plan counted nothing for it either.")
