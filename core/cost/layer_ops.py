@@ -35,6 +35,7 @@ from core.cost.rates import Rates
 from core.cost.step_input import Layouts
 from core.model.config import ModelConfig
 from core.model.counts import attention_params
+from core.params.memory import RECOMPUTE_MODULES_DEFAULT
 
 PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm),
 # "mlp" / "moe_mlp" (the average layer's and one MoE layer's MLP compute, F / B / W)
@@ -160,7 +161,7 @@ def _residual_bytes(model: ModelConfig, drop: float, forward: bool) -> float:
 
 
 def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.Fabric, fused: bool = True,
-                capacity: float = 1.0, modules: tuple = ("core_attn", "mla_up_proj")) -> dict:
+                capacity: float = 1.0, modules: tuple = RECOMPUTE_MODULES_DEFAULT) -> dict:
     """{phase: {component: seconds}} of an average transformer layer for one micro-batch of b sequences on one
     TP rank (a mixture-of-experts model averages its dense and MoE layers by their counts).
 

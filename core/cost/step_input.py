@@ -15,6 +15,7 @@ from core.cost.rates import Rates
 from core.memory.states import shard_group
 from core.model import stage_split
 from core.model.config import GpuSpec, ModelConfig
+from core.params.memory import RECOMPUTE_MODULES_DEFAULT
 from core.params.planner import ASSUMPTIONS, WHY
 
 
@@ -100,7 +101,7 @@ class Setting:
     grad_bytes: float = 2.0
     optimizer_bytes: float = 12.0
     reduce_bytes: float = 4.0  # bytes per gradient value the data-parallel reduction moves when grad_reduce_bytes is 0
-    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what selective recompute re-runs (Megatron-LM's names)
+    recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what selective recompute re-runs (Megatron-LM's names)
 
     @property
     def fp8(self) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.params.memory import RECOMPUTE_MODULES_DEFAULT
+
 ALL_MODES = frozenset({"none", "selective", "full"})
 NOT_FULL = frozenset({"none", "selective"})
 NONE_ONLY = frozenset({"none"})
@@ -51,7 +53,7 @@ class Arch:
     q_lora: bool = False  # MLA's queries pass through a latent of their own (q_lora_rank > 0)
     qk_norm: bool = False  # q and k normalised per head before RoPE (Qwen3, OLMo 2, Gemma 3; --qk-layernorm)
     # what Megatron-LM's selective recompute re-runs (--recompute-modules; core.params.memory RECOMPUTE_MODULES)
-    recompute_modules: tuple[str, ...] = ("core_attn", "mla_up_proj")
+    recompute_modules: tuple[str, ...] = RECOMPUTE_MODULES_DEFAULT
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from core.frameworks import accounting
 from core.frameworks import loss as loss_of
 from core.frameworks.records import Arch, Kept
 from core.memory import saved
-from core.params.memory import ACTIVATIONS, RECOMPUTE_MODES
+from core.params.memory import ACTIVATIONS, RECOMPUTE_MODES, RECOMPUTE_MODULES_DEFAULT
 
 
 def _spec_number(key: str, value) -> np.ndarray:
@@ -136,7 +136,7 @@ class Shape:
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
     mla: tuple = ()  # multi-head latent attention: (kv_lora_rank, q_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim)
     qk_norm: bool = False  # q and k normalised per head (Qwen3, OLMo 2; Megatron-LM --qk-layernorm)
-    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
+    recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what Megatron-LM's selective recompute re-runs
 
     def per_layer(self, recompute=None) -> np.ndarray:
         return _per_layer(self if recompute is None else replace(self, recompute=recompute))

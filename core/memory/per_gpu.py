@@ -47,7 +47,7 @@ from core.memory.states import ADAM_MIXED, COMPONENTS, BytesPerParam, model_stat
 from core.memory.states import params_per_rank as split_params
 from core.model import counts, stage_split
 from core.model.blocks import MlaConfig, MoeConfig
-from core.params.memory import MAX_PSI
+from core.params.memory import MAX_PSI, RECOMPUTE_MODULES_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class Training:
     recompute_layers: object = 0  # full recompute on the first N layers of each stage (chunk) only; 0 = every layer
     tp_overlap: object = False  # TP communication overlap (Megatron-LM --tp-comm-overlap): its GEMMs' workspaces
     grouped_gemm: bool = True  # MoE layers run Transformer Engine's grouped GEMM (Megatron-LM --moe-grouped-gemm)
-    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
+    recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what Megatron-LM's selective recompute re-runs
 
 
 @dataclass(frozen=True)

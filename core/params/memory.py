@@ -31,6 +31,8 @@ STAGE_CHOICES = ("all", "0", "1", "2", "3")
 RECOMPUTE_MODES = ("none", "selective", "full")
 # Megatron-LM's --recompute-modules that change what a layer keeps (megatron/core/transformer/transformer_config.py)
 RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts")
+# the planner's default: Megatron's own (core_attn) and MLA's up-projections as NVIDIA's MLA recipes recompute them
+RECOMPUTE_MODULES_DEFAULT = ("core_attn", "mla_up_proj")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
@@ -167,7 +169,7 @@ ACTIVATIONS = table(
               "into the bf16 logits in place (Transformer Engine's, Liger's); native: Megatron-LM's "
               "--cross-entropy-loss-fusion with its default --cross-entropy-fusion-impl native, whose compiled "
               "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast)."),
-    Spec("recompute_modules", "choices", ("core_attn", "mla_up_proj"), choices=RECOMPUTE_MODULES,
+    Spec("recompute_modules", "choices", RECOMPUTE_MODULES_DEFAULT, choices=RECOMPUTE_MODULES,
          label="Selective recompute modules (Megatron-LM)",
          help="What Megatron-LM's selective recompute re-runs (--recompute-modules): core_attn the attention core, "
               "mla_up_proj latent attention's up-projections and RoPE (MLA models), layernorm the norms that are "

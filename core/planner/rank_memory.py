@@ -17,6 +17,7 @@ from core.frameworks import PREFERENCE
 from core.memory import device_activations, per_gpu
 from core.memory import framework_terms as terms
 from core.model import presets
+from core.params.memory import RECOMPUTE_MODULES_DEFAULT
 
 
 def embedding_params(model: presets.ModelConfig) -> float:
@@ -82,7 +83,7 @@ class Options:
     loss: str = "auto"
     fp16: bool = False  # fp16 rather than bf16 (a framework's gradient buffer may follow it)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
-    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
+    recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what Megatron-LM's selective recompute re-runs
 
 
 def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu.InFlight | None = None,

@@ -23,7 +23,7 @@ from core.memory.offload import PARAM_OFFLOADS, nvme_traffic, supported
 from core.model import counts, presets
 from core.model.blocks import MlaConfig, MoeConfig
 from core.params import zero_page
-from core.params.memory import ZeroParams
+from core.params.memory import RECOMPUTE_MODULES_DEFAULT, ZeroParams
 from core.pipeline.schedules import chunks_per_device
 from core.units import GB, TB
 
@@ -95,7 +95,7 @@ class ActInputs:
     recompute_layers: int = 0  # full recompute on the first N layers of each stage only (0: every layer)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
     tp_comm_overlap: bool = False  # Megatron-LM's TP communication overlap (its GEMMs' workspaces)
-    recompute_modules: tuple = ("core_attn", "mla_up_proj")  # what Megatron-LM's selective recompute re-runs
+    recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what Megatron-LM's selective recompute re-runs
 
 
 def model_memory(q: ZeroParams, shape: Shape) -> per_gpu.ModelMemory:
