@@ -18,6 +18,7 @@ from core.frameworks import deepspeed, megatron, pytorch, textbook
 from core.frameworks.capability import Framework
 from core.frameworks.records import Accounting, Loss
 from core.params.catalog import ASSETS, document
+from core.params.memory import LOSS_CHUNKS
 from core.params.planner import FRAMEWORK_NAMES
 
 
@@ -67,6 +68,17 @@ KERNELS = {
 def loss(key: str, kernel: str = "auto", compiled: bool = False) -> Loss:
     """The loss a row's accounting holds: its own (upcast) path, or the named kernel; auto = the framework's current
     default (PyTorch compiles the loss with the model when torch.compile is on: torchtitan since April 2025)."""
+    if kernel == "chunked" and key != "textbook":
+        return _chunked(loss(key, "auto", compiled))
     if kernel == "auto":
         kernel = "compiled" if (compiled and key == "torch") else "upcast"
-    return ACCOUNTINGS[key].loss if kernel == "upcast" or key == "textbook" else KERNELS[kernel]
+    return ACCOUNTINGS[key].loss if kernel in ("upcast", "chunked") or key == "textbook" else KERNELS[kernel]
+
+
+def _chunked(inner: Loss) -> Loss:
+    """torchtitan's ChunkedLossWrapper (components/loss.py): the decoder's output is detached and split into
+    LOSS_CHUNKS pieces along the tokens; each piece runs the output layer, the loss and their backward before the
+    next, so nothing is kept from the forward to the backward and the most alive at once is one piece's peak."""
+    parallel = inner.peak_parallel or inner.peak
+    return Loss(held=0.0, peak=inner.peak / LOSS_CHUNKS, peak_parallel=parallel / LOSS_CHUNKS,
+                source=f"torchtitan ChunkedLossWrapper, {LOSS_CHUNKS} chunks, each: {inner.source}")

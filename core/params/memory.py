@@ -36,7 +36,8 @@ RECOMPUTE_MODULES_DEFAULT = ("core_attn", "mla_up_proj")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
-LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native")  # core.frameworks.loss
+LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native", "chunked")  # core.frameworks.loss
+LOSS_CHUNKS = 8  # torchtitan ChunkedLossWrapper.Config.num_chunks default (components/loss.py, 2026)
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}  # a gradient buffer's bytes per value, by its precision
 GRAD_DTYPES = ("auto", *GRAD_BYTES)  # auto: the framework's own (core.frameworks)
 OPTIMIZER_DTYPES = ("fp32", "bf16")
@@ -168,7 +169,11 @@ ACTIVATIONS = table(
               "Hugging Face); compiled: torch.compile's fused log-softmax; fused: a kernel that writes the gradient "
               "into the bf16 logits in place (Transformer Engine's, Liger's); native: Megatron-LM's "
               "--cross-entropy-loss-fusion with its default --cross-entropy-fusion-impl native, whose compiled "
-              "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast)."),
+              "pieces keep the fp32 copy and the fp32 softmax side by side (4 bytes per logit above upcast); "
+              "chunked: the output layer and the loss run a chunk of the tokens at a time, each chunk's backward "
+              "right after its forward (torchtitan's ChunkedLossWrapper, its default loss since 2026, 8 chunks), "
+              "so no logits are kept and the peak is one chunk's (the framework's own path, compiled with "
+              "torch.compile)."),
     Spec("recompute_modules", "choices", RECOMPUTE_MODULES_DEFAULT, choices=RECOMPUTE_MODULES,
          label="Selective recompute modules (Megatron-LM)",
          help="What Megatron-LM's selective recompute re-runs (--recompute-modules): core_attn the attention core, "
