@@ -2,13 +2,16 @@
 
     python -m core check train_llama3_8b.sh --gpu h100-80gb
     python -m core check llama3_70b.toml --gpus 256
+    python -m core check config_registry.py --entry llama3_8b --gpus 8
+    python -m core check config_registry.py launch.sh   (CONFIG=llama3_8b NGPU=8 ./run_train.sh ...)
     python -m core check ds_config.json config.json --gpus 64 --json
     python -m core check megatron_gpt_config.yaml --set dp_overlap=0.5
 
-Reads a Megatron-LM command or launch script, a torchtitan TOML, a DeepSpeed JSON (with the model's Hugging Face
-config.json), a Hugging Face config.json alone, a NeMo 1 YAML or NeMo 2 recipe, or the planner's own PyTorch
-script; nothing in a file is executed. Prints the row (memory per GPU with its parts, fits or not, step time, MFU,
-bubble), then every field of the file: read, no effect, unsupported, and what was assumed.
+Reads a Megatron-LM command or launch script, a torchtitan TOML or Python config registry, a DeepSpeed JSON
+(with the model's Hugging Face config.json), a Hugging Face config.json alone, a NeMo 1 YAML or NeMo 2 recipe, or
+the planner's own PyTorch script; nothing in a file is executed. Prints the row (memory per GPU with its parts,
+fits or not, step time, MFU, bubble), then every field of the file: read, no effect, unsupported, and what was
+assumed.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ def build(parser: argparse.ArgumentParser) -> None:
                         help="one run: a config file, or a DeepSpeed JSON (and its pipeline setup .py) with the "
                              "model's Hugging Face config.json; at most 4 files of 1 MB each")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="the file's format (default: detected)")
+    parser.add_argument("--entry", default="", metavar="NAME",
+                        help="the run of a torchtitan config registry (its function name, torchtitan's --config); "
+                             "not needed when the file has one, or when its launch command is given with it")
     for key, flag in GIVEN.items():
         spec_args.add(parser, PLAN[key], flag)
     parser.add_argument("--fix", default="", metavar="KEY=VALUE,...",
@@ -68,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{name[:80]}: larger than {MAX_BYTES // 1000:,} KB; not a training config")
         texts.append((path.name, path.read_text(encoding="utf-8", errors="replace")))
     budget = int(BUDGET.parse(args.budget)) if args.budget is not None else None
-    done = checker.check(texts, overrides(args), args.format, budget)
+    if len(args.entry) > 120 or (args.entry and not args.entry.isidentifier()):
+        raise InputError(f"--entry: {args.entry[:40]!r} is not a Python function name")
+    done = checker.check(texts, overrides(args), args.format, budget, args.entry)
     if args.json:
         print_json(as_json(done))
     else:

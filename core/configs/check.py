@@ -69,12 +69,14 @@ class Checked:
 
 
 def check(texts: list[tuple[str, str]], overrides: dict[str, str] | None = None, kind: str = "auto",
-          budget: int | None = None) -> Checked:
+          budget: int | None = None, entry: str = "") -> Checked:
     """Evaluates the run in `texts` ((name, content) pairs: one config, or a DeepSpeed JSON with a Hugging Face
-    config.json); `overrides` (PLAN key -> string, e.g. from the command line) win over the files."""
+    config.json); `overrides` (PLAN key -> string, e.g. from the command line) win over the files; `entry` names
+    the run of a torchtitan config registry."""
     if not texts:
         raise InputError("no config given")
-    reading = read_any(texts, kind)
+    given = str((overrides or {}).get("gpus", ""))
+    reading = read_any(texts, kind, entry, int(given) if given.isdigit() else 0)
     for key, value in (overrides or {}).items():
         if key not in PLAN:
             raise InputError(f"{key}: not a planner input")

@@ -1,6 +1,7 @@
 """Which reader a config file needs, decided from its content (never by running it), and several files merged.
 
-Formats: a Megatron-LM command or launch script, a torchtitan TOML, a DeepSpeed JSON (with a Hugging Face
+Formats: a Megatron-LM command or launch script, a torchtitan TOML or Python config registry (with its launch
+command), a DeepSpeed JSON (with a Hugging Face
 config.json for the model and the Python that builds its pipeline topology), a Hugging Face config.json alone, a
 NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tree, never run).
 """
@@ -16,6 +17,7 @@ from core.configs import (
     nemo2_recipe,
     nemo_yaml,
     torch_script,
+    torchtitan_registry,
     torchtitan_toml,
 )
 from core.configs.account import Reading, json_object
@@ -27,22 +29,40 @@ KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "hugg
          "torch-script")
 
 
-def read_any(texts: list[tuple[str, str]], kind: str = "auto") -> Reading:
+def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
+    """One run from its files; `entry`: which function of a torchtitan config registry is the run; `gpus`: the
+    GPU count the user gives (a torchtitan data-parallel degree of -1 takes the GPUs left)."""
     if kind not in KINDS:
         raise InputError(f"format: {kind[:40]!r} is not one of {', '.join(KINDS)}")
     if len(texts) > MAX_FILES:
         raise InputError(f"check takes at most {MAX_FILES} files (one run: its config and its model's config.json)")
-    readings = []
     for name, text in texts:
         if len(text.encode("utf-8", "replace")) > MAX_BYTES:
             raise InputError(f"{name}: larger than {MAX_BYTES // 1000:,} KB; not a training config")
         if "\x00" in text:
             raise InputError(f"{name}: binary content; not a training config")
+    texts, command = _torchtitan_command(texts)
+    readings = []
+    for name, text in texts:
         try:
-            readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto"))
+            if torchtitan_registry.is_registry(text) and kind in ("auto", "torchtitan"):
+                readings.append(torchtitan_registry.read(text, name, command, entry, gpus))
+            else:
+                readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto", gpus))
         except RecursionError:
             raise InputError(f"{name}: nested too deeply; not a training config") from None
     return merge(readings)
+
+
+def _torchtitan_command(texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """A torchtitan launch command given beside its config registry is read with it (it names the entry, the GPUs
+    and overrides fields), not as a file of its own."""
+    if not any(torchtitan_registry.is_registry(t) for _, t in texts):
+        return texts, ""
+    commands = [(n, t) for n, t in texts if torchtitan_registry.is_command(t)]
+    if len(commands) > 1:
+        raise InputError("two torchtitan launch commands given; keep the one you run")
+    return [x for x in texts if x not in commands], commands[0][1] if commands else ""
 
 
 def detect(name: str, text: str) -> str:
@@ -58,6 +78,11 @@ def detect(name: str, text: str) -> str:
         return "torchtitan"
     if low.endswith((".yaml", ".yml")):
         return "nemo"
+    if torchtitan_registry.is_registry(text):
+        return "torchtitan"
+    if torchtitan_registry.is_command(text) and "--" in text and "pretrain_" not in text:
+        raise InputError(f"{name}: a torchtitan launch command; give its config registry (the config_registry.py "
+                         "that defines the CONFIG it runs) with it")
     if low.endswith(".py") or "import " in text and "def " in text:
         if "run.Partial" in text or "nemo.collections" in text or "def pretrain_recipe" in text:
             return "nemo2"
@@ -77,8 +102,11 @@ def detect(name: str, text: str) -> str:
                      "a DeepSpeed JSON, a Hugging Face config.json, a NeMo YAML or recipe)")
 
 
-def _read_one(name: str, text: str, kind: str) -> Reading:
+def _read_one(name: str, text: str, kind: str, gpus: int = 0) -> Reading:
     kind = detect(name, text) if kind == "auto" else kind
+    if kind == "torchtitan":
+        reads = torchtitan_registry.read if torchtitan_registry.is_registry(text) else torchtitan_toml.read
+        return reads(text, name, gpus=gpus)
     reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
               "huggingface": hf_config.read, "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read,
               "deepspeed-setup": deepspeed_json.read_setup,

@@ -29,23 +29,35 @@ GPU_COMMENT = re.compile(r"#.*?(\d+)\s*x?\s*(H100|H200|A100|B200|GB200)s?\b[^\n]
 GPUS = {"h100": "h100-80gb", "a100": "a100-80gb", "h200": "h200-141gb", "b200": "b200", "gb200": "b200"}
 
 
-def read(text: str, source: str = "train.toml") -> Reading:
+def read(text: str, source: str = "train.toml", gpus: int = 0) -> Reading:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: not valid TOML ({exc})") from None
     r = Reading("torchtitan", "torch", source=source)
-    sections = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    _comment(text, r)
+    return read_sections({k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}, r, gpus)
+
+
+def read_sections(sections: dict, r: Reading, gpus: int = 0) -> Reading:
+    """A train config's sections (the TOML's tables, or the sections of a Python registry entry:
+    core.configs.torchtitan_registry) into planner inputs, every field accounted for in `r`; `gpus` (given by
+    the user) is what a data-parallel degree of -1 divides."""
+    if gpus:
+        r.raw["gpus"] = str(gpus)
     for name in ("model", "parallelism", "training", "activation_checkpoint", "compile", "optimizer"):
         if name in sections and not isinstance(sections[name], dict):
-            raise InputError(f"{source}: [{name}] must be a table, not {type(sections[name]).__name__}")
-    _comment(text, r)
+            raise InputError(f"{r.source}: [{name}] must be a table, not {type(sections[name]).__name__}")
     layers = _model(sections.pop("model", {}) or {}, r)
     par = sections.pop("parallelism", {}) or {}
+    compiled = sections.get("compile") or {}
+    if "enable_async_tensor_parallel" in compiled:  # under [compile] since torchtitan's 2026 configs
+        par["enable_async_tensor_parallel"] = compiled.pop("enable_async_tensor_parallel")
     train = sections.pop("training", {}) or {}
     _layout(par, train, layers, r)
     _recompute(sections.pop("activation_checkpoint", {}) or {}, r, layers)
     _compile(sections.pop("compile", {}) or {}, train, r)
+    _loss(sections.pop("loss", None), r)
     _float8(sections, r)
     optimizer = sections.pop("optimizer", {}) or {}
     if "name" in optimizer:
@@ -58,10 +70,14 @@ def read(text: str, source: str = "train.toml") -> Reading:
     for key, value in train.items():
         r.no_effect(f"training.{key}", value, "run length, data and clipping: no bytes, no time") \
             if key in ("steps", "max_norm", "dataset", "dataset_path", "seed", "deterministic", "gc_freq",
-                       "warmup_steps", "gc_debug", "mixed_precision_reduce") \
+                       "warmup_steps", "gc_debug", "mixed_precision_reduce", "disable_cuda_graphs") \
             else r.unsupported(f"training.{key}", value, "not a key the importer knows")
     for key, value in par.items():
-        r.unsupported(f"parallelism.{key}", value, "not modelled; its effect is not counted")
+        if key in ("spmd_backend", "enable_fsdp_symm_mem", "context_parallel_load_balancer",
+                   "context_parallel_ptrr_mask_key"):
+            r.no_effect(f"parallelism.{key}", value, "how the collectives are issued, not what they move or keep")
+        else:
+            r.unsupported(f"parallelism.{key}", value, "not modelled; its effect is not counted")
     for name, body in sections.items():
         if name in NO_EFFECT_SECTIONS:
             for key, value in (body.items() if isinstance(body, dict) else [("", body)]):
@@ -90,7 +106,8 @@ def _model(model: dict, r: Reading) -> int:
     if "float8" in converters:
         r.read("model.converters", converters, {"precision": "fp8"}, "precision = fp8 (torchao float8 linears)")
     elif converters:
-        r.unsupported("model.converters", converters, "only float8 is modelled")
+        r.unsupported("model.converters", converters, "only float8 is modelled (MXFP8 and NVFP4 recipes are "
+                      "counted as bf16)")
     for key, value in model.items():
         r.no_effect(f"model.{key}", value, "tokenizer and checkpoint paths")
     return int(arch["layers"])
@@ -140,13 +157,17 @@ def _layout(par: dict, train: dict, layers: int, r: Reading) -> None:
     r.read("parallelism.fsdp_reshard_after_forward", mode, {"reshard": "on" if reshard else "off"},
            f"reshard = {'on' if reshard else 'off'}" + (" (torchtitan's default: kept gathered under pipeline "
                                                          "parallelism)" if mode == "default" else ""))
-    _pipeline(par, p, layers, r)
-    _batch(par, train, p, d, r)
+    tokens = "num_tokens_per_microbatch_per_dp_rank" in train or "max_context_length" in train
+    _pipeline(par, p, layers, r, tokens)
+    (_token_batch if tokens else _batch)(par, train, p, d, r)
     _tensor(par, train, t, r)
 
 
-def _pipeline(par: dict, p: int, layers: int, r: Reading) -> None:
+def _pipeline(par: dict, p: int, layers: int, r: Reading, tokens: bool = False) -> None:
+    """The schedule, its stages per rank, the micro-batch size (the TOML's; a token-counted config gives it in
+    _token_batch) and torchtitan's split, which counts the embedding and the output layer as a layer each."""
     name = str(par.pop("pipeline_parallel_schedule", "1F1B"))
+    less = [par.pop(f"pipeline_parallel_{end}_stage_less_layers", 1) for end in ("first", "last")]
     if p > 1:
         if name not in SCHEDULES:
             raise InputError(f"parallelism.pipeline_parallel_schedule: {name[:40]!r} is not a torchtitan schedule")
@@ -163,10 +184,20 @@ def _pipeline(par: dict, p: int, layers: int, r: Reading) -> None:
                                                     " (torchtitan's default: two stages per rank)"))
         if name == "InterleavedZeroBubble":
             r.unsupported("parallelism.pipeline_parallel_schedule", name, "timed as interleaved 1F1B")
-        mbs = _int(par, "pipeline_parallel_microbatch_size", 1)
-        r.read("parallelism.pipeline_parallel_microbatch_size", mbs, {"mb_sizes": mbs})
+        if not tokens or "pipeline_parallel_microbatch_size" in par:
+            mbs = _int(par, "pipeline_parallel_microbatch_size", 1)
+            r.read("parallelism.pipeline_parallel_microbatch_size", mbs, {"mb_sizes": mbs})
+        r.read("parallelism.pipeline_parallel_first/last_stage_less_layers", f"{less[0]} {less[1]}",
+               {"ends_in_split": True}, "ends_in_split = true: the embedding and the output layer count as a layer "
+               "each in the split (torchtitan's generate_llm_fqn_per_model_part)")
+        if less != [1, 1]:
+            r.unsupported("parallelism.pipeline_parallel_first/last_stage_less_layers", f"{less[0]} {less[1]}",
+                          "counted as one layer each (the planner's ends_in_split)")
     else:
         r.no_effect("parallelism.pipeline_parallel_schedule", name, "no pipeline (p = 1)")
+        if less != [1, 1]:
+            r.no_effect("parallelism.pipeline_parallel_first/last_stage_less_layers", f"{less[0]} {less[1]}",
+                        "no pipeline (p = 1)")
         r.raw["schedule"], r.raw["v"] = "1f1b", "1"
 
 
@@ -182,9 +213,42 @@ def _batch(par: dict, train: dict, p: int, d: int, r: Reading) -> None:
     r.read("training.seq_len", seq, {"seq": seq})
 
 
+def _token_batch(par: dict, train: dict, p: int, d: int, r: Reading) -> None:
+    """torchtitan since 2026 counts token slots: each data-parallel rank's micro-batch is
+    num_tokens_per_microbatch_per_dp_rank tokens packed into rows of max_context_length, a pipeline runs
+    num_pp_microbatches of them, and num_tokens_per_train_step (-1: one round) sets the gradient accumulation
+    (torchtitan/trainer.py)."""
+    tokens = _int(train, "num_tokens_per_microbatch_per_dp_rank", 16384)
+    seq = _int(train, "max_context_length", 2048)
+    if tokens % seq:
+        raise InputError(f"training.num_tokens_per_microbatch_per_dp_rank: {tokens} is not a multiple of "
+                         f"max_context_length {seq}; the planner counts whole sequences of {seq} tokens")
+    b = tokens // seq
+    r.read("training.num_tokens_per_microbatch_per_dp_rank", tokens, {"mb_sizes": b},
+           f"micro-batch = {tokens} / {seq} = {b} sequences")
+    r.read("training.max_context_length", seq, {"seq": seq})
+    m = _int(par, "num_pp_microbatches", 1)
+    if p == 1 and m != 1:
+        r.no_effect("parallelism.num_pp_microbatches", m, "no pipeline (p = 1): torchtitan ignores it")
+        m = 1
+    elif p > 1:
+        r.read("parallelism.num_pp_microbatches", m, {}, f"{m} micro-batches per pipeline round")
+    step = _int(train, "num_tokens_per_train_step", -1, rest=True)
+    per_round = tokens * m * d
+    if step > 0 and step % per_round:
+        raise InputError(f"training.num_tokens_per_train_step: {step} is not a multiple of the {per_round} tokens "
+                         f"one round of every data-parallel rank takes ({tokens} x {m} x d = {d})")
+    batch = step // seq if step > 0 else b * m * d
+    r.read("training.num_tokens_per_train_step", step, {"batch": batch},
+           f"batch = {batch} sequences" + ("" if step > 0 else f" (one round: {b} x {m} x d = {d})"))
+
+
 def _tensor(par: dict, train: dict, t: int, r: Reading) -> None:
-    if t > 1:
+    sp = bool(par.pop("enable_sequence_parallel", True))
+    if t > 1 and sp:
         r.read("(tensor parallel)", t, {"sp": "on"}, "sp = on (torchtitan shards the norms with SequenceParallel)")
+    elif t > 1:
+        r.read("parallelism.enable_sequence_parallel", False, {"sp": "off"}, "sp = off: the norms run replicated")
     else:
         r.raw["sp"] = "off"
     overlap = bool(par.pop("enable_async_tensor_parallel", False))
@@ -226,6 +290,21 @@ def _recompute(ac: dict, r: Reading, layers: int) -> None:
            f"recompute = {mode}" + (" (torchtitan's per-op policy)" if mode == "selective" else ""))
     for key, value in ac.items():
         r.unsupported(f"activation_checkpoint.{key}", value, "not modelled")
+
+
+def _loss(loss: object, r: Reading) -> None:
+    """The loss a registry entry names (TOML configs have none: torchtitan's loss then followed compile)."""
+    if loss is None:
+        return
+    kind = str(loss)
+    if kind == "chunked":
+        r.read("loss", "ChunkedLossWrapper", {"loss": "chunked"}, "loss = chunked: the output layer and the "
+               "cross-entropy a chunk of the tokens at a time, each chunk's backward at once (8 chunks)")
+    elif kind == "cross_entropy":
+        r.read("loss", "CrossEntropyLoss", {}, "the whole logits at once (compiled with the model when compile is "
+               "on)")
+    else:
+        r.unsupported("loss", kind, "counted as torchtitan's cross-entropy on the whole logits")
 
 
 def _compile(block: dict, train: dict, r: Reading) -> None:
