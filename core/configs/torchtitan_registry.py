@@ -1,10 +1,8 @@
 """torchtitan's Python config registry (since 9810191b, February 2026, torchtitan/models/<module>/config_registry.py:
 one function per run, each returning a `Trainer.Config(...)`), read from the syntax tree, never run.
 
-A small evaluator follows what such a function does: literals and arithmetic, names it assigned, calls to the
-file's other config functions (`config = llama3_8b()`), attribute edits (`config.parallelism.tensor_parallel_degree
-= 8`) and `replace(...)`. Every other call is kept as its name and keywords (`ParallelismConfig(...)`,
-`FullAC.Config()`), which map onto the sections a TOML train config had; core.configs.torchtitan_toml reads those.
+core.configs.pyeval follows what such a function does; the calls it keeps (`ParallelismConfig(...)`,
+`FullAC.Config()`) map onto the sections a TOML train config had, which core.configs.torchtitan_toml reads.
 The launch command (`CONFIG=llama3_8b NGPU=8 ./run_train.sh --parallelism.tensor_parallel_degree 2`, or torchrun
 with `--module` and `--config`) names the entry and overrides fields, as torchtitan's own command line does.
 """
@@ -12,18 +10,15 @@ with `--module` and `--config`) names the entry and overrides fields, as torchti
 from __future__ import annotations
 
 import ast
-import copy
 import re
 import shlex
-from dataclasses import dataclass, field
 
 from core.configs import torchtitan_toml
 from core.configs.account import Reading, python_tree
+from core.configs.pyeval import Call, Evaluator, plain, required, set_path
 from core.errors import InputError
 
 MAX_NODES = 200_000  # syntax-tree nodes (torchtitan's largest registry, deepseek_v3, is ~6,000)
-MAX_DEPTH = 6  # config functions calling config functions
-MAX_STEPS = 5_000  # statements and expressions evaluated, whatever the file
 FAMILIES = ("deepseek_v3", "llama3", "qwen3")  # the modules whose flavors core.configs.torchtitan_flavors knows
 OTHER_FAMILIES = ("gpt_oss", "llama4", "kimi_k2_7", "qwen3_5", "flux", "muse_glimmer")  # torchtitan models, 2026
 MODEL_CLASSES = {"deepseek_v3": "DeepSeekV3Model", "llama3": "Llama3Model", "qwen3": "Qwen3Model"}
@@ -32,28 +27,6 @@ NO_EFFECT = {"hf_assets_path", "profiler", "metrics", "dataloader", "checkpoint"
              "debug", "comm", "tokenizer", "dump_folder", "override", "fault_tolerance"}
 CONVERTERS = {"Float8LinearConverter": "float8", "MXFP8LinearConverter": "mxfp8", "NVFP4LinearConverter": "nvfp4"}
 COMMAND = re.compile(r"run_train\.sh|torchtitan\.train|--module\b|\bMODULE=|\bCONFIG=")
-
-
-@dataclass
-class Call:
-    """A call the evaluator does not run: its callee as written, positional and keyword values."""
-
-    name: str
-    args: list = field(default_factory=list)
-    kwargs: dict = field(default_factory=dict)
-
-    def short(self) -> str:
-        return self.name.rsplit(".Config", 1)[0].split(".")[-1]
-
-
-@dataclass(frozen=True)
-class Text:
-    """An expression the evaluator cannot reduce, kept as its source text."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
 
 
 def is_registry(text: str) -> bool:
@@ -70,7 +43,7 @@ def read(text: str, source: str = "config_registry.py", command: str = "", entry
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise InputError(f"{source}: larger than a config registry ({MAX_NODES:,} syntax nodes)")
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    entries = [n for n, f in funcs.items() if not _required(f) and ("Trainer.Config" in ast.unparse(
+    entries = [n for n, f in funcs.items() if not required(f) and ("Trainer.Config" in ast.unparse(
         f.returns or ast.Constant("")) or _returns_trainer(f))]
     launch = _command(command) if command else {}
     name = entry or launch.get("config", "")
@@ -85,8 +58,8 @@ def read(text: str, source: str = "config_registry.py", command: str = "", entry
     if name not in funcs:
         raise InputError(f"{source}: no config function {name[:60]!r} (it has {', '.join(entries[:12])})")
     r = Reading("torchtitan", "torch", source=source)
-    ev = _Evaluator(funcs)
-    cfg = ev.run(funcs[name], 0)
+    ev = Evaluator(funcs)
+    cfg = ev.run(funcs[name])
     if not isinstance(cfg, Call):
         raise InputError(f"{source}: {name}() does not return a Trainer.Config the checker can follow")
     r.read("(entry)", name, {}, f"the run is {name}()" + (" (the launch command's CONFIG)" if launch else ""))
@@ -100,119 +73,8 @@ def read(text: str, source: str = "config_registry.py", command: str = "", entry
     return torchtitan_toml.read_sections(_sections(cfg, module, r), r, gpus)
 
 
-def _required(func: ast.FunctionDef) -> int:
-    """Parameters without a default: a config entry takes none (torchtitan calls it as `--config NAME`)."""
-    a = func.args
-    return len(a.posonlyargs + a.args) - len(a.defaults) + sum(d is None for d in a.kw_defaults)
-
-
 def _returns_trainer(func: ast.FunctionDef) -> bool:
     return any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("Trainer.Config") for n in ast.walk(func))
-
-
-class _Evaluator:
-    """Reduces a config function to nested Calls and plain values (bounded: MAX_DEPTH, MAX_STEPS)."""
-
-    def __init__(self, funcs: dict[str, ast.FunctionDef]) -> None:
-        self.funcs, self.steps, self.skipped = funcs, 0, []
-
-    def _tick(self) -> None:
-        self.steps += 1
-        if self.steps > MAX_STEPS:
-            raise InputError(f"a config function takes more than {MAX_STEPS:,} steps to follow; not a config")
-
-    def run(self, func: ast.FunctionDef, depth: int) -> object:
-        if depth > MAX_DEPTH:
-            raise InputError(f"{func.name}(): config functions call each other more than {MAX_DEPTH} deep")
-        env: dict[str, object] = {}
-        a = func.args
-        plain = a.posonlyargs + a.args
-        for p, d in zip(plain[len(plain) - len(a.defaults):], a.defaults, strict=True):
-            env[p.arg] = self.value(d, env, depth)
-        for stmt in func.body:
-            self._tick()
-            if isinstance(stmt, ast.Return):
-                return self.value(stmt.value, env, depth) if stmt.value else None
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-                value = self.value(stmt.value, env, depth)
-                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
-                    self.assign(target, value, env)
-            elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)) or (
-                    isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
-                self.skipped.append(ast.unparse(stmt).splitlines()[0][:60])
-        return None
-
-    def assign(self, target: ast.AST, value: object, env: dict) -> None:
-        if isinstance(target, ast.Name):
-            env[target.id] = value
-            return
-        path = []
-        while isinstance(target, ast.Attribute):
-            path.append(target.attr)
-            target = target.value
-        if isinstance(target, ast.Name) and isinstance(env.get(target.id), Call) and path:
-            set_path(env[target.id], list(reversed(path)), value)
-
-    def value(self, node: ast.AST, env: dict, depth: int) -> object:
-        self._tick()
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return [self.value(x, env, depth) for x in node.elts]
-        if isinstance(node, ast.Name):
-            return copy.deepcopy(env[node.id]) if node.id in env else Text(node.id)
-        if isinstance(node, ast.BinOp):
-            return _arith(node.op, self.value(node.left, env, depth), self.value(node.right, env, depth), node)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            v = self.value(node.operand, env, depth)
-            return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else Text(ast.unparse(node)[:60])
-        if isinstance(node, ast.Attribute):
-            base = self.value(node.value, env, depth)
-            if isinstance(base, Call) and node.attr in base.kwargs:
-                return copy.deepcopy(base.kwargs[node.attr])
-            return Text(ast.unparse(node)[:60])
-        if isinstance(node, ast.Call):
-            return self.call(node, env, depth)
-        return Text(ast.unparse(node)[:60])
-
-    def call(self, node: ast.Call, env: dict, depth: int) -> object:
-        callee = ast.unparse(node.func)[:80]
-        if callee in self.funcs and not node.args and not node.keywords:
-            return self.run(self.funcs[callee], depth + 1)
-        kwargs = {k.arg: self.value(k.value, env, depth) for k in node.keywords if k.arg}
-        args = [self.value(x, env, depth) for x in node.args]
-        if callee in ("replace", "dataclasses.replace") and args and isinstance(args[0], Call):
-            out = copy.deepcopy(args[0])
-            out.kwargs.update(kwargs)
-            return out
-        return Call(callee, args, kwargs)
-
-
-def _arith(op: ast.operator, a: object, b: object, node: ast.AST) -> object:
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
-    if numbers and abs(a) < 1e15 and abs(b) < 1e15:
-        if isinstance(op, ast.Add):
-            return a + b
-        if isinstance(op, ast.Sub):
-            return a - b
-        if isinstance(op, ast.Mult):
-            return a * b
-        if isinstance(op, ast.FloorDiv) and b:
-            return a // b
-        if isinstance(op, ast.Div) and b:
-            return int(a / b) if (a / b).is_integer() else a / b
-    return Text(ast.unparse(node)[:60])
-
-
-def set_path(root: Call, path: list[str], value: object) -> None:
-    """`root.a.b.c = value`, making the sections that were left at their defaults (`config.compile.enable = True`
-    on a config that never named compile)."""
-    node = root
-    for attr in path[:-1]:
-        if not isinstance(node.kwargs.get(attr), Call):
-            node.kwargs[attr] = Call(attr, [], {})
-        node = node.kwargs[attr]
-    node.kwargs[path[-1]] = value
 
 
 def _module(tree: ast.Module, source: str, entry: str) -> str:
@@ -302,32 +164,24 @@ def _sections(cfg: Call, module: str, r: Reading) -> dict:
     for name in SECTIONS:
         body = top.pop(name, None)
         if isinstance(body, Call):
-            sections[name] = {k: _plain(v) for k, v in body.kwargs.items()}
+            sections[name] = {k: plain(v) for k, v in body.kwargs.items()}
     sections["activation_checkpoint"] = _recompute(top.pop("activation_checkpoint", None), r)
     sections["loss"] = _loss(top.pop("loss", None), r)
     optimizer = top.pop("optimizer", None)
     if isinstance(optimizer, Call):
-        sections["optimizer"] = {"name": optimizer.short()} | {k: _plain(v) for k, v in optimizer.kwargs.items()}
+        sections["optimizer"] = {"name": optimizer.short()} | {k: plain(v) for k, v in optimizer.kwargs.items()}
     for name, value in top.items():
         if name in NO_EFFECT:
-            r.no_effect(name, _plain(value), "paths, logging, data, checkpoints and validation: no bytes, no time")
+            r.no_effect(name, plain(value), "paths, logging, data, checkpoints and validation: no bytes, no time")
         else:
-            r.unsupported(name, _plain(value), "a Trainer.Config field the importer does not know")
+            r.unsupported(name, plain(value), "a Trainer.Config field the importer does not know")
     return sections
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, Call):
-        return value.short() + "(...)"
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return str(value) if isinstance(value, Text) else value
 
 
 def _model(spec: object, module: str, r: Reading) -> dict:
     if not (isinstance(spec, Call) and spec.name.split(".")[-1] == "model_registry" and spec.args
             and isinstance(spec.args[0], str)):
-        raise InputError(f"model_spec: {str(_plain(spec))[:60]!r} is not model_registry(\"FLAVOR\", ...) with the "
+        raise InputError(f"model_spec: {str(plain(spec))[:60]!r} is not model_registry(\"FLAVOR\", ...) with the "
                          "flavor written out")
     out = {"name": module, "flavor": spec.args[0]}
     for key, value in spec.kwargs.items():
@@ -337,7 +191,7 @@ def _model(spec: object, module: str, r: Reading) -> dict:
         elif key == "attn_backend":
             r.no_effect("model_registry(attn_backend)", value, "counted as a fused (flash) attention kernel")
         else:
-            r.unsupported(f"model_registry({key})", _plain(value), "not read")
+            r.unsupported(f"model_registry({key})", plain(value), "not read")
     return out
 
 
@@ -348,7 +202,7 @@ def _recompute(ac: object, r: Reading) -> dict:
         return {"mode": "selective", "selective_ac_option": "op"}
     kind = ac.short() if isinstance(ac, Call) else str(ac)
     for key, value in (ac.kwargs.items() if isinstance(ac, Call) else []):
-        r.no_effect(f"{kind}.{key}", _plain(value), "which matmuls the policy recomputes besides its rule "
+        r.no_effect(f"{kind}.{key}", plain(value), "which matmuls the policy recomputes besides its rule "
                     "(the router's gate) and debugging switches")
     if kind == "FullAC":
         return {"mode": "full"}
@@ -367,4 +221,4 @@ def _loss(loss: object, r: Reading) -> str | None:
         return "chunked"
     if isinstance(loss, Call) and loss.short() == "CrossEntropyLoss":
         return "cross_entropy"
-    return str(_plain(loss))
+    return str(plain(loss))
