@@ -1,7 +1,7 @@
 """Which reader a config file needs, decided from its content (never by running it), and several files merged.
 
-Formats: a Megatron-LM command or launch script, a torchtitan TOML or Python config registry (with its launch
-command), a DeepSpeed JSON (with a Hugging Face
+Formats: a Megatron-LM command or launch script, a torchtitan TOML or Python config registry and a Megatron-Bridge
+recipe (each with its launch command), a DeepSpeed JSON (with a Hugging Face
 config.json for the model and the Python that builds its pipeline topology), a Hugging Face config.json alone, a
 NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tree, never run).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import tomllib
 
 from core.configs import (
+    bridge_recipe,
     deepspeed_json,
     hf_config,
     megatron_args,
@@ -26,7 +27,7 @@ from core.errors import InputError
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
 MAX_FILES = 4
 KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "nemo2",
-         "torch-script")
+         "megatron-bridge", "torch-script")
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
@@ -41,28 +42,28 @@ def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", 
             raise InputError(f"{name}: larger than {MAX_BYTES // 1000:,} KB; not a training config")
         if "\x00" in text:
             raise InputError(f"{name}: binary content; not a training config")
-    texts, command = _torchtitan_command(texts)
+    texts, command = _launch_command(texts)
     readings = []
     for name, text in texts:
         try:
-            if torchtitan_registry.is_registry(text) and kind in ("auto", "torchtitan"):
-                readings.append(torchtitan_registry.read(text, name, command, entry, gpus))
-            else:
-                readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto", gpus))
+            readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto", gpus, command, entry))
         except RecursionError:
             raise InputError(f"{name}: nested too deeply; not a training config") from None
     return merge(readings)
 
 
-def _torchtitan_command(texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
-    """A torchtitan launch command given beside its config registry is read with it (it names the entry, the GPUs
-    and overrides fields), not as a file of its own."""
-    if not any(torchtitan_registry.is_registry(t) for _, t in texts):
-        return texts, ""
-    commands = [(n, t) for n, t in texts if torchtitan_registry.is_command(t)]
-    if len(commands) > 1:
-        raise InputError("two torchtitan launch commands given; keep the one you run")
-    return [x for x in texts if x not in commands], commands[0][1] if commands else ""
+def _launch_command(texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """A launch command given beside the Python config it runs (a torchtitan registry, a Megatron-Bridge recipe) is
+    read with it (it names the entry, the GPUs and overrides fields), not as a file of its own."""
+    pairs = ((torchtitan_registry.is_registry, torchtitan_registry.is_command),
+             (bridge_recipe.is_recipe, bridge_recipe.is_command))
+    for is_config, is_command in pairs:
+        if any(is_config(t) for _, t in texts):
+            commands = [(n, t) for n, t in texts if is_command(t)]
+            if len(commands) > 1:
+                raise InputError("two launch commands given; keep the one you run")
+            return [x for x in texts if x not in commands], commands[0][1] if commands else ""
+    return texts, ""
 
 
 def detect(name: str, text: str) -> str:
@@ -80,9 +81,14 @@ def detect(name: str, text: str) -> str:
         return "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
+    if bridge_recipe.is_recipe(text):
+        return "megatron-bridge"
     if torchtitan_registry.is_command(text) and "--" in text and "pretrain_" not in text:
         raise InputError(f"{name}: a torchtitan launch command; give its config registry (the config_registry.py "
                          "that defines the CONFIG it runs) with it")
+    if bridge_recipe.is_command(text) and "pretrain_gpt" not in text:
+        raise InputError(f"{name}: a Megatron-Bridge launch command; give the recipe file that defines its --recipe "
+                         "with it")
     if low.endswith(".py") or "import " in text and "def " in text:
         if "run.Partial" in text or "nemo.collections" in text or "def pretrain_recipe" in text:
             return "nemo2"
@@ -98,15 +104,24 @@ def detect(name: str, text: str) -> str:
             return "torchtitan"
     except tomllib.TOMLDecodeError:
         pass
-    raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML, "
-                     "a DeepSpeed JSON, a Hugging Face config.json, a NeMo YAML or recipe)")
+    raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML or "
+                     "registry, a DeepSpeed JSON, a Hugging Face config.json, a NeMo YAML or recipe, a Megatron-Bridge "
+                     "recipe)")
 
 
-def _read_one(name: str, text: str, kind: str, gpus: int = 0) -> Reading:
+def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "", entry: str = "") -> Reading:
     kind = detect(name, text) if kind == "auto" else kind
-    if kind == "torchtitan":
-        reads = torchtitan_registry.read if torchtitan_registry.is_registry(text) else torchtitan_toml.read
-        return reads(text, name, gpus=gpus)
+    try:
+        if kind == "torchtitan" and torchtitan_registry.is_registry(text):
+            return torchtitan_registry.read(text, name, command, entry, gpus)
+        if kind == "torchtitan":
+            return torchtitan_toml.read(text, name, gpus=gpus)
+        if kind == "megatron-bridge":
+            return bridge_recipe.read(text, name, command, entry, gpus)
+    except InputError:
+        raise
+    except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
     reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
               "huggingface": hf_config.read, "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read,
               "deepspeed-setup": deepspeed_json.read_setup,

@@ -52,9 +52,11 @@ def constants(tree: ast.Module) -> dict[str, object]:
     """The module's top-level names bound to literals (a recipe's model id, a shared size)."""
     out: dict[str, object] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        if isinstance(target, ast.Name):
             try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
+                out[target.id] = ast.literal_eval(node.value)
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 continue
     return out
@@ -83,19 +85,21 @@ def plain(value: object) -> object:
 class Evaluator:
     """Reduces a config function to nested Calls and plain values. `helpers`: calls made as statements whose effect
     the reader knows (name -> function of the evaluated arguments); any other such call, and control flow, is
-    listed in `skipped` (what it sets is not read)."""
+    listed in `skipped` (what it sets is not read). `defaults`: imported functions whose result the reader knows
+    (a framework's base config, name -> the Call it returns)."""
 
     def __init__(self, funcs: dict[str, ast.FunctionDef], module_env: dict | None = None,
-                 helpers: dict[str, Callable] | None = None) -> None:
+                 helpers: dict[str, Callable] | None = None, defaults: dict[str, Call] | None = None) -> None:
         self.funcs, self.steps, self.skipped = funcs, 0, []
-        self.module_env, self.helpers = module_env or {}, helpers or {}
+        self.module_env, self.helpers, self.defaults = module_env or {}, helpers or {}, defaults or {}
 
     def _tick(self) -> None:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise InputError(f"a config function takes more than {MAX_STEPS:,} steps to follow; not a config")
 
-    def run(self, func: ast.FunctionDef, depth: int = 0) -> object:
+    def run(self, func: ast.FunctionDef, depth: int = 0, bound: dict | None = None) -> object:
+        """The function's return value; `bound`: the arguments a call in the file passed (name -> value)."""
         if depth > MAX_DEPTH:
             raise InputError(f"{func.name}(): config functions call each other more than {MAX_DEPTH} deep")
         env: dict[str, object] = dict(self.module_env)
@@ -103,6 +107,10 @@ class Evaluator:
         plain_args = a.posonlyargs + a.args
         for p, d in zip(plain_args[len(plain_args) - len(a.defaults):], a.defaults, strict=True):
             env[p.arg] = self.value(d, env, depth)
+        for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+            if d is not None:
+                env[p.arg] = self.value(d, env, depth)
+        env.update(bound or {})
         for stmt in func.body:
             self._tick()
             if isinstance(stmt, ast.Return):
@@ -168,10 +176,13 @@ class Evaluator:
 
     def call(self, node: ast.Call, env: dict, depth: int) -> object:
         callee = ast.unparse(node.func)[:80]
-        if callee in self.funcs and not node.args and not node.keywords:
-            return self.run(self.funcs[callee], depth + 1)
         kwargs = {k.arg: self.value(k.value, env, depth) for k in node.keywords if k.arg}
         args = [self.value(x, env, depth) for x in node.args]
+        if callee in self.funcs:
+            params = [p.arg for p in self.funcs[callee].args.posonlyargs + self.funcs[callee].args.args]
+            return self.run(self.funcs[callee], depth + 1, dict(zip(params, args, strict=False)) | kwargs)
+        if callee in self.defaults:
+            return copy.deepcopy(self.defaults[callee])
         if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call):  # a(...).b(...)
             inner = self.call(node.func.value, env, depth)
             return Call(f"{inner.name if isinstance(inner, Call) else inner}.{node.func.attr}", [inner, *args],

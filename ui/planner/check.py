@@ -1,5 +1,6 @@
-"""The Planner page's "Check a run you have": paste or upload a config (Megatron-LM script, torchtitan TOML,
-DeepSpeed JSON with config.json, NeMo YAML), see its row and every field's account, open it as planner inputs.
+"""The Planner page's "Check a run you have": paste or upload a config (Megatron-LM script, torchtitan TOML or
+registry, Megatron-Bridge recipe, DeepSpeed JSON with config.json, NeMo YAML), see its row and every field's
+account, open it as planner inputs.
 The numbers and words are core's (core.views.config_check, as `python -m core check` prints them); a file is not
 part of the page's link, the inputs it sets are."""
 
@@ -28,10 +29,12 @@ def checked(files: tuple[tuple[str, bytes], ...], overrides: str) -> CheckView:
 
 def check_section() -> None:
     with st.expander("Check a run you have: paste or upload its config"):
-        st.caption("A Megatron-LM command or launch script, a torchtitan TOML, a DeepSpeed JSON (with the model's "
-                   "Hugging Face config.json), a Hugging Face config.json, a NeMo 1 YAML, or this planner's PyTorch "
-                   "script. Nothing in it is run. At most 4 files of 1 MB. Same numbers: `python -m core check "
-                   "FILE`.")
+        st.caption("A Megatron-LM command or launch script, a torchtitan TOML or Python config registry, a "
+                   "Megatron-Bridge recipe, a DeepSpeed JSON (with the model's Hugging Face config.json), a Hugging "
+                   "Face config.json, a NeMo 1 YAML, or this planner's PyTorch script. A registry or recipe file "
+                   "with several runs: paste the launch command that names one (CONFIG=NAME ./run_train.sh ..., "
+                   "train.sh --recipe NAME ...). Nothing in it is run. At most 4 files of 1 MB. Same numbers: "
+                   "`python -m core check FILE`.")
         uploads = st.file_uploader("Config files", type=TYPES, accept_multiple_files=True, key="check_files",
                                    max_upload_size=UPLOAD_MB)
         pasted = st.text_area("... or paste one", key="check_text", height=140, max_chars=1_000_000,
