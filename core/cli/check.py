@@ -40,8 +40,9 @@ def build(parser: argparse.ArgumentParser) -> None:
                              "model's Hugging Face config.json; at most 4 files of 1 MB each")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="the file's format (default: detected)")
     parser.add_argument("--entry", default="", metavar="NAME",
-                        help="the run of a torchtitan config registry (its function name, torchtitan's --config); "
-                             "not needed when the file has one, or when its launch command is given with it")
+                        help="the run of a torchtitan config registry or a Megatron-Bridge recipe file (its "
+                             "function name: torchtitan's --config, Megatron-Bridge's --recipe); not needed when the "
+                             "file has one, or when its launch command is given with it")
     for key, flag in GIVEN.items():
         spec_args.add(parser, PLAN[key], flag)
     parser.add_argument("--fix", default="", metavar="KEY=VALUE,...",
