@@ -160,7 +160,12 @@ def _fixed(row: dict) -> dict[str, Any]:
             "schedule": lay["schedule"], "v": lay["v"], "micro_batch": lay["micro_batch"], "batch": lay["batch"],
             "zero": lay.get("zero", 0), "recompute": lay["recompute"], "sequence_parallel": lay["sequence_parallel"],
             "measure": kind, "flops": pub.get("flops"), "published_value": float(pub[kind]),
-            "assumed": dict(row.get("assumed", {})), "unmatched": row.get("unmatched")}
+            "assumed": dict(row.get("assumed", {})), "unmatched": row.get("unmatched"), "moe": _is_moe(row)}
+
+
+def _is_moe(row: dict) -> bool:
+    spec = row["model"]
+    return bool(spec.get("experts")) or ("preset" in spec and presets.model(spec["preset"]).moe is not None)
 
 
 def step_row(row: dict, assumptions: dict[str, float] | None = None) -> dict[str, Any]:
@@ -317,6 +322,8 @@ class Validation:
                 for role in ROLES:
                     mine = part[part["role"] == role]
                     out[f"{OUTSIDE}: {source} {role}"] = summarize(mine["error"], mine["source"])
+        moe = s[s["moe"] & (s["role"] == "held-out")]  # every source's, modelled framework or not
+        out["held-out mixture of experts"] = summarize(moe["error"], moe["source"])
         out["per-layer (calibration)"] = summarize(self.layers["error"])
         return out
 
