@@ -121,3 +121,57 @@ def test_an_unknown_model_gets_one_line():
     text = RECIPES.replace("Qwen/Qwen3-30B-A3B", "acme/Unknown-7B")
     with pytest.raises(InputError, match="'acme/Unknown-7B' is not a model the checker maps"):
         check([("r.py", text)], entry="qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config")
+
+
+SAVED = """
+model:
+  _target_: megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider
+  num_layers: 48
+  hidden_size: 2048
+  ffn_hidden_size: 6144
+  num_attention_heads: 32
+  num_query_groups: 4
+  kv_channels: 128
+  vocab_size: 151936
+  seq_length: 4096
+  gated_linear_unit: true
+  activation_func: {_target_: torch.nn.functional.silu, _call_: false}
+  share_embeddings_and_output_weights: false
+  qk_layernorm: true
+  num_moe_experts: 128
+  moe_router_topk: 8
+  moe_ffn_hidden_size: 768
+  expert_model_parallel_size: 16
+  hidden_dropout: 0.0
+  attention_dropout: 0.0
+train: {_target_: megatron.bridge.training.config.TrainingConfig, global_batch_size: 1024, micro_batch_size: 1}
+ddp: {_target_: megatron.core.distributed.DistributedDataParallelConfig, use_distributed_optimizer: true}
+mixed_precision: {_target_: megatron.bridge.training.mixed_precision.MixedPrecisionConfig, bf16: true,
+                  fp8: hybrid, fp8_recipe: tensorwise}
+"""
+
+OVERRIDE = """
+model:
+  expert_model_parallel_size: 8
+train:
+  global_batch_size: 256
+scheduler:
+  lr_warmup_iters: 10
+"""
+
+
+def test_a_saved_config_container_yaml_states_its_own_architecture():
+    done = check([("ConfigContainer.yaml", SAVED)], {"gpus": "16"})
+    raw = done.reading.raw
+    assert raw["model"] == "qwen3-30b-a3b"  # the fields are this preset's shape exactly
+    assert raw["precision"] == "fp8" and raw["batch"] == "1024" and done.row["ep"] == 16
+    assert detect("ConfigContainer.yaml", SAVED) == "megatron-bridge"
+    assert any(e.name == "cfg.model.activation_func" and e.kind == "no effect" for e in done.reading.entries)
+
+
+def test_an_override_yaml_changes_the_recipe_it_is_given_with():
+    done = check([("qwen3_moe.py", RECIPES), ("override.yaml", OVERRIDE)],
+                 entry="qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config")
+    assert done.row["ep"] == 8 and done.reading.raw["batch"] == "256"
+    with pytest.raises(InputError, match="override file"):
+        check([("override.yaml", OVERRIDE + "dataset:\n  seq_length: 4096\n")])

@@ -42,6 +42,7 @@ PRETRAIN_COMMON = Call("_pretrain_common", [], {
 DEFAULT_DTYPES = {"main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"}
 # TransformerConfig / ConfigContainer field -> Megatron-LM flag where the two names differ
 RENAMED = {"virtual_pipeline_model_parallel_size": "num-virtual-stages-per-pipeline-rank",
+           "num_moe_experts": "num-experts", "gated_linear_unit": "swiglu",
            "moe_a2a_overlap": "overlap-moe-expert-parallel-comm", "average_in_collective": "ddp-average-in-collective",
            "check_for_nan_in_grad": "check-for-nan-in-loss-and-grad"}
 MODEL_NO_EFFECT = {
@@ -83,7 +84,7 @@ def read(text: str, source: str = "recipe.py", command: str = "", entry: str = "
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     entries = [n for n, f in funcs.items() if not required(f) and "ConfigContainer" in ast.unparse(
         f.returns or ast.Constant(""))]
-    launch = _command(command) if command else {}
+    launch = launch_command(command) if command else {}
     name = entry or launch.get("recipe", "")
     if not entries:
         raise InputError(f"{source}: no function returning a ConfigContainer (a Megatron-Bridge recipe has one per "
@@ -104,9 +105,14 @@ def read(text: str, source: str = "recipe.py", command: str = "", entry: str = "
     r.read("(recipe)", name, {}, f"the run is {name}()" + (" (the launch command's --recipe)" if launch else ""))
     for what in ev.skipped:
         r.unsupported(f"{name}()", what, "control flow and helper calls are not followed: what they set is not read")
+    return read_container(cfg, r, launch, gpus, name)
+
+
+def read_container(cfg: Call, r: Reading, launch: dict, gpus: int = 0, name: str = "") -> Reading:
+    """A ConfigContainer (a recipe's, or a run's saved YAML) with the launch command's overrides, into `r`."""
     for path, value in launch.get("fields", {}).items():
         set_path(cfg, path.split("."), value)
-        r.read(path, value, {}, "from the launch command (it wins over the recipe)")
+        r.read(path, value, {}, "from the launch command (it wins over the config)")
     _gpus(name, launch, gpus, r)
     preset = _model(cfg.kwargs.get("model"), r)
     megatron_args.apply(_flags(cfg, r), r, preset)
@@ -136,8 +142,12 @@ def _gpus(name: str, launch: dict, given: int, r: Reading) -> None:
                "recipe's name says)")
 
 
-def _model(model: object, r: Reading) -> presets.ModelConfig:
-    hub = _hub_id(model)
+def _model(model: object, r: Reading) -> presets.ModelConfig | None:
+    """The preset a hub id names; None when the model states its own architecture (a saved config's num_layers,
+    hidden_size, ...), which megatron_args reads as flags."""
+    if isinstance(model, Call) and "num_layers" in model.kwargs and "hidden_size" in model.kwargs:
+        return None
+    hub = hub_id(model)
     bare = re.sub(r"-(instruct|hf)$", "", hub.lower())
     key = next((k for pattern, k in HF_MODELS if re.fullmatch(pattern, bare)), None) if hub else None
     if not key:
@@ -149,13 +159,13 @@ def _model(model: object, r: Reading) -> presets.ModelConfig:
     return presets.model(key)
 
 
-def _hub_id(model: object) -> str:
+def hub_id(model: object) -> str:
     """The hub id an AutoBridge.from_hf_pretrained(...) chain names, wherever in the chain it is."""
     if isinstance(model, Call):
         for value in model.args:
             if isinstance(value, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", value):
                 return value
-            found = _hub_id(value)
+            found = hub_id(value)
             if found:
                 return found
     return ""
@@ -195,6 +205,11 @@ def _flags(cfg: Call, r: Reading) -> dict[str, str]:
 
 
 def _model_field(key: str, value: object, flags: dict[str, str], r: Reading) -> None:
+    if key == "share_embeddings_and_output_weights" and value is False:
+        flags["untie-embeddings-and-output-weights"] = "true"
+        return
+    if key == "num_query_groups" and isinstance(value, int):
+        flags["group-query-attention"] = "true"
     if key == "cuda_graph_impl":
         if value not in (None, "none"):
             r.unsupported("cfg.model.cuda_graph_impl", value, "CUDA graphs cut the host's launch time, which the "
@@ -233,6 +248,8 @@ def _precision(mp: object, flags: dict[str, str], r: Reading) -> None:
     name = mp if isinstance(mp, str) else mp.short() if isinstance(mp, Call) else "bf16_mixed"
     if isinstance(mp, Call) and mp.short() == "get_mixed_precision_config" and mp.args:
         name = str(mp.args[0])
+    if isinstance(mp, Call) and mp.short() == "MixedPrecisionConfig":  # a saved config's own fields
+        name = "fp16_mixed" if mp.kwargs.get("fp16") is True else "bf16_mixed"
     if name not in PRECISIONS:
         r.unsupported("cfg.mixed_precision", name, "not a mixed-precision preset the checker knows; counted as bf16")
         name = "bf16_mixed"
@@ -242,13 +259,13 @@ def _precision(mp: object, flags: dict[str, str], r: Reading) -> None:
                                                                       PRECISIONS[name].items()) if PRECISIONS[name]
            else "--bf16")
     for key, value in (mp.kwargs.items() if isinstance(mp, Call) else []):
-        if key in ("fp8", "fp8_recipe", "fp8_param_gather", "grad_reduce_in_fp32"):
+        if key in ("fp8", "fp8_recipe", "fp8_param_gather", "grad_reduce_in_fp32") and value not in (None, False):
             _field(f"cfg.mixed_precision.{key}", {"fp8": "fp8_format"}.get(key, key), value, flags, r)
         else:
             r.no_effect(f"cfg.mixed_precision.{key}", plain(value), "numerics of the recipe")
 
 
-def _command(text: str) -> dict:
+def launch_command(text: str) -> dict:
     """Megatron-Bridge's launch: --recipe, --nodes and --gpus-per-node, --seq_length, and key.path=value
     overrides (its scripts/training/train.sh and run_recipe.py)."""
     try:

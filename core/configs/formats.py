@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import tomllib
 
+import yaml
+
 from core.configs import (
     bridge_recipe,
+    bridge_yaml,
     deepspeed_json,
     hf_config,
     megatron_args,
@@ -49,21 +52,32 @@ def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", 
             readings.append(_read_one(name, text, kind if len(texts) == 1 else "auto", gpus, command, entry))
         except RecursionError:
             raise InputError(f"{name}: nested too deeply; not a training config") from None
+    if not readings:
+        raise InputError("only launch commands or override files given; give the config they run or change")
     return merge(readings)
 
 
 def _launch_command(texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
     """A launch command given beside the Python config it runs (a torchtitan registry, a Megatron-Bridge recipe) is
     read with it (it names the entry, the GPUs and overrides fields), not as a file of its own."""
-    pairs = ((torchtitan_registry.is_registry, torchtitan_registry.is_command),
-             (bridge_recipe.is_recipe, bridge_recipe.is_command))
+    pairs = ((lambda n, t: torchtitan_registry.is_registry(t), torchtitan_registry.is_command),
+             (lambda n, t: bridge_recipe.is_recipe(t) or _is_yaml(n) and bridge_yaml.is_container(_yaml(t))
+              and not bridge_yaml.is_override(_yaml(t)), bridge_recipe.is_command))
     for is_config, is_command in pairs:
-        if any(is_config(t) for _, t in texts):
+        if any(is_config(n, t) for n, t in texts):
             commands = [(n, t) for n, t in texts if is_command(t)]
             if len(commands) > 1:
                 raise InputError("two launch commands given; keep the one you run")
-            return [x for x in texts if x not in commands], commands[0][1] if commands else ""
+            command = commands[0][1] if commands else ""
+            overrides = [(n, t) for n, t in texts if is_command is bridge_recipe.is_command and _is_yaml(n)
+                         and bridge_yaml.is_override(_yaml(t))]
+            command = " ".join([command] + [bridge_yaml.as_command(_yaml(t)) for _, t in overrides])
+            return [x for x in texts if x not in commands and x not in overrides], command.strip()
     return texts, ""
+
+
+def _is_yaml(name: str) -> bool:
+    return name.lower().endswith((".yaml", ".yml"))
 
 
 def detect(name: str, text: str) -> str:
@@ -78,7 +92,7 @@ def detect(name: str, text: str) -> str:
     if low.endswith(".toml"):
         return "torchtitan"
     if low.endswith((".yaml", ".yml")):
-        return "nemo"
+        return "megatron-bridge" if bridge_yaml.is_container(_yaml(text)) else "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
     if bridge_recipe.is_recipe(text):
@@ -116,8 +130,10 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
             return torchtitan_registry.read(text, name, command, entry, gpus)
         if kind == "torchtitan":
             return torchtitan_toml.read(text, name, gpus=gpus)
-        if kind == "megatron-bridge":
+        if kind == "megatron-bridge" and bridge_recipe.is_recipe(text):
             return bridge_recipe.read(text, name, command, entry, gpus)
+        if kind == "megatron-bridge":
+            return bridge_yaml.read(text, name, command, gpus)
     except InputError:
         raise
     except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:
@@ -132,6 +148,14 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
         raise
     except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:  # a value of the wrong kind somewhere
         raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _yaml(text: str) -> object:
+    """The YAML's data when it parses (the readers say why when it does not)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
 
 
 def merge(readings: list[Reading]) -> Reading:
