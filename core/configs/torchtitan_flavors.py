@@ -54,6 +54,9 @@ FLAVORS = {
     ("deepseek_v3", "671B"): _deepseek(129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, 1536),
     ("llama3", "1B"): {**_llama(2048, 16, 32, 8, 1.5, 1024), "tied": True},
     ("llama3", "3B"): {**_llama(3072, 28, 24, 8, 1.0, 1024), "tied": True},
+    ("qwen3", "debugmodel"): {**_qwen3(256, 8, 16, 8, 3072, tied=True), "vocab": 2048},
+    ("qwen3", "debugmodel_moe"): {**_qwen3(256, 8, 16, 8, 3072, experts=(64, 8, 768)), "vocab": 2048},
+    ("deepseek_v3", "debugmodel"): {**_deepseek(2048, 256, 1024, 256, 6, 1, 16, 8, 2, 3, 0)},
     ("qwen3", "0.6B"): _qwen3(1024, 28, 16, 8, 3072, tied=True),
     ("qwen3", "1.7B"): _qwen3(2048, 28, 16, 8, 6144, tied=True),
     ("qwen3", "4B"): _qwen3(2560, 36, 32, 8, 9728, tied=True),
@@ -65,6 +68,7 @@ FLAVORS = {
 }
 for _alias in ("8B_flex", "8B_varlen"):
     FLAVORS[("llama3", _alias)] = FLAVORS[("llama3", "8B")]
+FLAVORS[("qwen3", "debugmodel_non_fused_qkv")] = FLAVORS[("qwen3", "debugmodel")]
 
 
 def flavor(name: str, size: str) -> tuple[dict, str]:
