@@ -56,7 +56,7 @@ def test_scripts_say_which_switches_they_do_not_run():
 
 def test_a_layout_refuses_an_unknown_switch():
     with pytest.raises(InputError, match="loss"):
-        _layout(loss="chunked")
+        _layout(loss="liger")
 
 
 def test_qk_norm_is_exported_and_read_back_as_the_preset():
