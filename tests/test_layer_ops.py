@@ -228,3 +228,22 @@ def test_selective_recompute_re_runs_the_forward_of_its_modules():
     again = float(mlp["R"]["gemm"]) + float(mlp["R"]["memory"])
     assert again == pytest.approx(float(mlp["mlp"]["F"]), rel=1e-12) and again > 0
     assert float(mlp["R"]["attention"]) == float(plain["R"]["attention"])
+
+
+def test_torchtitans_per_op_recompute_reruns_every_other_matmul_and_no_attention_core():
+    """SelectiveAC saves the attention kernel and the odd matmuls in forward order (wq/wqkv, w1, w2), so the backward
+    re-runs the output projection, w3 (half of the gate-and-up GEMM) and the forward's memory-bound ops; on an ideal
+    GPU that is 2 tokens x (h x h + h x ffn) / t FLOPs. The planner times it for rows counted as PyTorch's."""
+    r, b, t, s = ideal(), 1, 2, LLAMA.seq
+    megatron = times_of(LLAMA, r, b, t, True, "selective", 1e30, 0.0)
+    plain = layer_ops.layer_times(LLAMA, r, Layouts(micro_batch_size=b, t=t, sp=True, recompute="selective"),
+                                  Fabric(1e30, 1e30, 8, 0.0, 0.0, nccl_latency=0.0), modules=(layer_ops.PER_OP,))
+    h, f = LLAMA.hidden, LLAMA.ffn
+    assert float(plain["R"]["gemm"]) == pytest.approx(2 * b * s * (h * h + h * f) / t / PEAK, rel=1e-9)
+    assert float(plain["R"]["attention"]) == 0.0 and float(megatron["R"]["attention"]) > 0.0  # Megatron's core_attn
+    assert float(plain["R"]["memory"]) == pytest.approx(float(plain["F"]["memory"]))
+    from core.params.planner import PlannerParams
+    from core.planner.plan import recompute_policy
+    assert recompute_policy(PlannerParams(memory_framework="torch")) == (layer_ops.PER_OP,)
+    assert recompute_policy(PlannerParams(framework="torch")) == (layer_ops.PER_OP,)
+    assert recompute_policy(PlannerParams()) == PlannerParams().recompute_modules

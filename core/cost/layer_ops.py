@@ -40,6 +40,7 @@ from core.params.memory import RECOMPUTE_MODULES_DEFAULT
 PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm),
 # "mlp" / "moe_mlp" (the average layer's and one MoE layer's MLP compute, F / B / W)
 COMPONENTS = ("gemm", "attention", "memory", "tp")
+PER_OP = "per_op"  # in `modules`: torchtitan's per-op selective recompute instead of Megatron-LM's modules (_per_op)
 CROSS_ENTROPY_BYTES = (32.0, 8.0)  # per logit, forward (fp32 softmax passes) and backward (gradient to 16-bit)
 ACT = 2.0  # bytes per 16-bit value
 
@@ -229,7 +230,8 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
                      1.0 if model.parallel_block else 2.0)
 
     full, selective = recompute == "full", recompute == "selective"
-    again = _selective(model, r, set(modules), mlps, attn, T, t, sp, capacity)
+    again = _per_op(model, mlps, attn, out["F"]["memory"]) if PER_OP in modules else \
+        _selective(model, r, set(modules), mlps, attn, T, t, sp, capacity)
     for c in COMPONENTS:
         out["R"][c] = np.where(full, out["F"][c], np.where(selective, again.get(c, 0.0), 0.0))
     if "core_attn" in modules:
@@ -264,6 +266,22 @@ def _selective(model: ModelConfig, r: Rates, modules: set, mlps: list, attn: lis
             share = cfg.shared / (cfg.shared + cfg.top_k * capacity)  # of the MLP GEMMs' forward
             out["gemm"] = out["gemm"] + moe[0] * share * moe[1]["times"]["F"]["gemm"]
     return out
+
+
+def _per_op(model: ModelConfig, mlps: list, attn: list, forward_memory) -> dict:
+    """{component: seconds} torchtitan's per-op selective recompute runs again (torchtitan/distributed/
+    activation_checkpoint.py SelectiveAC: the attention kernel and every other matmul saved, counting in forward
+    order, the rest recomputed): the attention output projection and the MLP's second matmul (SwiGLU's w3, half of
+    the gate-and-up GEMM here; a GELU MLP's fc2), every MoE layer's grouped expert GEMMs (not on its save list), and
+    every memory-bound op of the forward (norms, rotary, activation). Not the attention core; a separate wk
+    (before fused QKV) and the TP all-gathers the recomputed ops repeat are left out."""
+    gemm = attn[1][2]  # the output projection's forward
+    for i, (share, mlp) in enumerate(mlps):
+        if i == 1:  # MoE layers: the routed (and shared) experts' forward GEMMs again
+            gemm = gemm + share * mlp["times"]["F"]["gemm"]
+        else:
+            gemm = gemm + share * (0.5 * mlp["grads"][2] if model.swiglu else mlp["out_grads"][2])
+    return {"gemm": gemm, "memory": forward_memory}
 
 
 def _up_projection_share(model: ModelConfig) -> float:

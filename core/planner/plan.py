@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.cost import dp_comm, step_time
+from core.cost import dp_comm, layer_ops, step_time
 from core.cost.collective import Fabric
 from core.cost.step_input import ExpertShard, Setting, StepInput
 from core.memory import states as memory
@@ -59,6 +59,14 @@ __all__ = ["PlanResult", "plan"]  # PlanResult: what plan returns, named here fo
 
 TIMES = ("compute_s", *BREAKDOWN_COLUMNS.values(), "tp_comm_s", "tp_ratio", "dp_comm_s", "dp_exposed_s", "a2a_s",
          "ring_s", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu")
+
+
+def recompute_policy(q: PlannerParams) -> tuple:
+    """What a selective row re-runs in its backward: Megatron-LM's recompute modules, or, where every row is counted
+    as PyTorch's (torchtitan), its per-op policy (core.cost.layer_ops.PER_OP). Under `any`, rows only PyTorch runs
+    are counted in its bytes but timed with the modules (the question's one setting)."""
+    torch = q.memory_framework == "torch" or (q.memory_framework == "auto" and q.framework == "torch")
+    return (layer_ops.PER_OP,) if torch else q.recompute_modules
 
 
 def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
@@ -96,7 +104,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
                           tuple(notes), 0, search.narrowed)
     dense_bpp = cp_ep.dense_bytes_per_param(model, bpp, fp8)
     s = Setting(model, gpu, a, q.gpus, q.batch, precision, dense_bpp.param_bytes, bpp.grad_bytes, bpp.k,
-                dp_comm.reduce_bytes(q.grad_dtype, precision), q.recompute_modules)
+                dp_comm.reduce_bytes(q.grad_dtype, precision), recompute_policy(q))
 
     # What one device's share of the model costs per micro-batch, operation by operation (core.cost.step_time).
     costs = step_time.stage_costs(s, c.layouts())
