@@ -158,8 +158,8 @@ class Evaluator:
             return node.value
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self.value(x, env, depth) for x in node.elts]
-        if isinstance(node, ast.Name):
-            return copy.deepcopy(env[node.id]) if node.id in env else Text(node.id)
+        if isinstance(node, ast.Name):  # names alias one object, as in Python (a copy each read would be unbounded)
+            return env[node.id] if node.id in env else Text(node.id)
         if isinstance(node, ast.BinOp):
             return _arith(node.op, self.value(node.left, env, depth), self.value(node.right, env, depth), node)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -168,7 +168,7 @@ class Evaluator:
         if isinstance(node, ast.Attribute):
             base = self.value(node.value, env, depth)
             if isinstance(base, Call) and node.attr in base.kwargs:
-                return copy.deepcopy(base.kwargs[node.attr])
+                return base.kwargs[node.attr]
             return Text(ast.unparse(node)[:60])
         if isinstance(node, ast.Call):
             return self.call(node, env, depth)
