@@ -71,6 +71,7 @@ def moe_kept_bytes(case: dict) -> int:
         bias_activation_fusion=gated, add_bias_linear=False, use_cpu_initialization=True, hidden_dropout=0.0,
         attention_dropout=0.0)
     spec = get_gpt_layer_local_spec(num_experts=case["experts"], moe_grouped_gemm=False)
+    torch.manual_seed(1234)  # the same weights on every rank and every run: the routing (and its imbalance) is fixed
     layer = build_module(spec.submodules.mlp, config=cfg).to(torch.bfloat16)
     torch.manual_seed(dist.get_rank())
     x = torch.randn(case["tokens"], 1, case["hidden"], dtype=torch.bfloat16, requires_grad=True)
