@@ -13,6 +13,7 @@ import tomllib
 import yaml
 
 from core.configs import (
+    accelerate_yaml,
     bridge_recipe,
     bridge_yaml,
     deepspeed_json,
@@ -30,7 +31,7 @@ from core.errors import InputError
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
 MAX_FILES = 4
 KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "nemo2",
-         "megatron-bridge", "torch-script")
+         "megatron-bridge", "accelerate", "torch-script")
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
@@ -92,7 +93,9 @@ def detect(name: str, text: str) -> str:
     if low.endswith(".toml"):
         return "torchtitan"
     if low.endswith((".yaml", ".yml")):
-        return "megatron-bridge" if bridge_yaml.is_container(_yaml(text)) else "nemo"
+        data = _yaml(text)
+        return "megatron-bridge" if bridge_yaml.is_container(data) else "accelerate" if \
+            accelerate_yaml.is_accelerate(data) else "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
     if bridge_recipe.is_recipe(text):
@@ -140,6 +143,7 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
         raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
     reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
               "huggingface": hf_config.read, "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read,
+              "accelerate": accelerate_yaml.read,
               "deepspeed-setup": deepspeed_json.read_setup,
               "torch-script": torch_script.read}[kind]
     try:

@@ -30,9 +30,10 @@ def checked(files: tuple[tuple[str, bytes], ...], overrides: str) -> CheckView:
 def check_section() -> None:
     with st.expander("Check a run you have: paste or upload its config"):
         st.caption("A Megatron-LM command or launch script, a torchtitan TOML or Python config registry, a "
-                   "Megatron-Bridge recipe, a DeepSpeed JSON (with the model's Hugging Face config.json), a Hugging "
-                   "Face config.json, a NeMo 1 YAML, or this planner's PyTorch script. A registry or recipe file "
-                   "with several runs: paste the launch command that names one (CONFIG=NAME ./run_train.sh ..., "
+                   "Megatron-Bridge recipe, a DeepSpeed JSON or an Accelerate YAML (with the model's Hugging Face "
+                   "config.json), a Hugging Face config.json, a NeMo 1 YAML, or this planner's PyTorch script. A "
+                   "registry or recipe file with several runs: paste the launch command that names one (CONFIG=NAME "
+                   "./run_train.sh ..., "
                    "train.sh --recipe NAME ...). Nothing in it is run. At most 4 files of 1 MB. Same numbers: "
                    "`python -m core check FILE`.")
         uploads = st.file_uploader("Config files", type=TYPES, accept_multiple_files=True, key="check_files",
