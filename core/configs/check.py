@@ -72,7 +72,7 @@ def check(texts: list[tuple[str, str]], overrides: dict[str, str] | None = None,
           budget: int | None = None, entry: str = "") -> Checked:
     """Evaluates the run in `texts` ((name, content) pairs: one config, or a DeepSpeed JSON with a Hugging Face
     config.json); `overrides` (PLAN key -> string, e.g. from the command line) win over the files; `entry` names
-    the run of a torchtitan config registry."""
+    the run of a torchtitan config registry or a Megatron-Bridge recipe file."""
     if not texts:
         raise InputError("no config given")
     given = str((overrides or {}).get("gpus", ""))

@@ -1,9 +1,9 @@
 """Which reader a config file needs, decided from its content (never by running it), and several files merged.
 
 Formats: a Megatron-LM command or launch script, a torchtitan TOML or Python config registry and a Megatron-Bridge
-recipe (each with its launch command), a DeepSpeed JSON (with a Hugging Face
-config.json for the model and the Python that builds its pipeline topology), a Hugging Face config.json alone, a
-NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tree, never run).
+recipe or saved config (each with its launch command), a DeepSpeed JSON or an Accelerate YAML (with a Hugging Face
+config.json for the model, and the Python that builds DeepSpeed's pipeline topology), a Hugging Face config.json
+alone, a NeMo 1 YAML, and the planner's own PyTorch script (Python is read as a syntax tree, never run).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "hugg
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
-    """One run from its files; `entry`: which function of a torchtitan config registry is the run; `gpus`: the
-    GPU count the user gives (a torchtitan data-parallel degree of -1 takes the GPUs left)."""
+    """One run from its files; `entry`: which function of a torchtitan config registry or a Megatron-Bridge recipe
+    file is the run; `gpus`: the GPU count the user gives (a torchtitan data-parallel degree of -1 takes the GPUs
+    left)."""
     if kind not in KINDS:
         raise InputError(f"format: {kind[:40]!r} is not one of {', '.join(KINDS)}")
     if len(texts) > MAX_FILES:
@@ -122,30 +123,21 @@ def detect(name: str, text: str) -> str:
     except tomllib.TOMLDecodeError:
         pass
     raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML or "
-                     "registry, a DeepSpeed JSON, a Hugging Face config.json, a NeMo YAML or recipe, a Megatron-Bridge "
-                     "recipe)")
+                     "registry, a DeepSpeed JSON, an Accelerate or NeMo YAML, a Hugging Face config.json, a NeMo or "
+                     "Megatron-Bridge recipe)")
 
 
 def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "", entry: str = "") -> Reading:
     kind = detect(name, text) if kind == "auto" else kind
-    try:
-        if kind == "torchtitan" and torchtitan_registry.is_registry(text):
-            return torchtitan_registry.read(text, name, command, entry, gpus)
-        if kind == "torchtitan":
-            return torchtitan_toml.read(text, name, gpus=gpus)
-        if kind == "megatron-bridge" and bridge_recipe.is_recipe(text):
-            return bridge_recipe.read(text, name, command, entry, gpus)
-        if kind == "megatron-bridge":
-            return bridge_yaml.read(text, name, command, gpus)
-    except InputError:
-        raise
-    except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:
-        raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
-    reader = {"megatron": megatron_args.read, "torchtitan": torchtitan_toml.read, "deepspeed": deepspeed_json.read,
-              "huggingface": hf_config.read, "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read,
-              "accelerate": accelerate_yaml.read,
-              "deepspeed-setup": deepspeed_json.read_setup,
-              "torch-script": torch_script.read}[kind]
+    python = kind in ("torchtitan", "megatron-bridge") and (torchtitan_registry.is_registry(text)
+                                                           or bridge_recipe.is_recipe(text))
+    reader = {"megatron": megatron_args.read, "deepspeed": deepspeed_json.read, "huggingface": hf_config.read,
+              "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read, "accelerate": accelerate_yaml.read,
+              "deepspeed-setup": deepspeed_json.read_setup, "torch-script": torch_script.read,
+              "torchtitan": lambda t, n: (torchtitan_registry.read(t, n, command, entry, gpus) if python
+                                          else torchtitan_toml.read(t, n, gpus=gpus)),
+              "megatron-bridge": lambda t, n: (bridge_recipe.read(t, n, command, entry, gpus) if python
+                                               else bridge_yaml.read(t, n, command, gpus))}[kind]
     try:
         return reader(text, name)
     except InputError:
