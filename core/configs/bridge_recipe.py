@@ -11,17 +11,17 @@ the GPUs and overrides fields, as Megatron-Bridge's own command line does.
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 
 from core.configs import megatron_args
 from core.configs.account import Reading, python_tree
-from core.configs.pyeval import Call, Evaluator, Text, constants, plain, required, set_path
+from core.configs.pyeval import Call, Entries, Evaluator, Text, choose, constants, functions, plain, set_path
 from core.errors import InputError
 from core.model import presets
 
 MAX_NODES = 200_000  # syntax-tree nodes (a recipe file is ~1,000 lines, ~15,000 nodes)
+ENTRIES = Entries("recipe", "ConfigContainer", "train.sh --recipe NAME ...")
 # Hugging Face hub ids -> the planner's preset of that architecture (Llama 3, 3.1 and 3.3 share their sizes' shapes;
 # an -Instruct, -Base or dated id is the same shape)
 HF_MODELS = ((r"meta-llama/(meta-)?llama-3(\.[13])?-8b", "llama3-8b"),
@@ -79,23 +79,9 @@ def is_command(text: str) -> bool:
 
 def read(text: str, source: str = "recipe.py", command: str = "", entry: str = "", gpus: int = 0) -> Reading:
     tree = python_tree(text, source)
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise InputError(f"{source}: larger than a recipe file ({MAX_NODES:,} syntax nodes)")
-    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    entries = [n for n, f in funcs.items() if not required(f) and "ConfigContainer" in ast.unparse(
-        f.returns or ast.Constant(""))]
+    funcs = functions(tree, source, MAX_NODES)
     launch = launch_command(command) if command else {}
-    name = entry or launch.get("recipe", "")
-    if not entries:
-        raise InputError(f"{source}: no function returning a ConfigContainer (a Megatron-Bridge recipe has one per "
-                         "run)")
-    if not name and len(entries) > 1:
-        shown = ", ".join(entries[:12]) + (", ..." if len(entries) > 12 else "")
-        raise InputError(f"{source}: {len(entries)} recipes ({shown}); name the one you run (check --entry NAME, or "
-                         "add its launch command: train.sh --recipe NAME ...)")
-    name = name or entries[0]
-    if name not in funcs:
-        raise InputError(f"{source}: no recipe function {name[:60]!r} (it has {', '.join(entries[:12])})")
+    name = choose(funcs, ENTRIES, entry or launch.get("recipe", ""), source)
     r = Reading("megatron-bridge", "megatron", source=source)
     ev = Evaluator(funcs, constants(tree), {"apply_flex_dispatcher_backend": _flex},
                    {"_pretrain_common": PRETRAIN_COMMON})

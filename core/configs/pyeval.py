@@ -48,6 +48,40 @@ def required(func: ast.FunctionDef) -> int:
     return len(a.posonlyargs + a.args) - len(a.defaults) + sum(d is None for d in a.kw_defaults)
 
 
+@dataclass(frozen=True)
+class Entries:
+    """What a file's run functions are called (`noun`), what they return, and how a user names one (`launch`)."""
+
+    noun: str  # "config", "recipe"
+    returns: str  # "Trainer.Config", "ConfigContainer"
+    launch: str  # the launch command that names one
+
+
+def functions(tree: ast.Module, source: str, max_nodes: int) -> dict[str, ast.FunctionDef]:
+    """The module's top-level functions, the tree bounded first."""
+    if sum(1 for _ in ast.walk(tree)) > max_nodes:
+        raise InputError(f"{source}: larger than a config file ({max_nodes:,} syntax nodes)")
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def choose(funcs: dict[str, ast.FunctionDef], kind: Entries, name: str, source: str) -> str:
+    """The run to read: `name` (the user's or the launch command's), else the file's only entry: a function without
+    required parameters that returns `kind.returns` (annotated, or building it)."""
+    entries = [n for n, f in funcs.items() if not required(f) and (kind.returns in ast.unparse(
+        f.returns or ast.Constant("")) or any(isinstance(c, ast.Call) and ast.unparse(c.func).endswith(kind.returns)
+                                              for c in ast.walk(f)))]
+    if not entries:
+        raise InputError(f"{source}: no function returning {kind.returns} (one per run)")
+    if not name and len(entries) > 1:
+        shown = ", ".join(entries[:12]) + (", ..." if len(entries) > 12 else "")
+        raise InputError(f"{source}: {len(entries)} {kind.noun}s ({shown}); name the one you run (check --entry NAME, "
+                         f"or add its launch command: {kind.launch})")
+    name = name or entries[0]
+    if name not in funcs:
+        raise InputError(f"{source}: no {kind.noun} function {name[:60]!r} (it has {', '.join(entries[:12])})")
+    return name
+
+
 def constants(tree: ast.Module) -> dict[str, object]:
     """The module's top-level names bound to literals (a recipe's model id, a shared size)."""
     out: dict[str, object] = {}

@@ -15,7 +15,7 @@ import shlex
 
 from core.configs import torchtitan_toml
 from core.configs.account import Reading, python_tree
-from core.configs.pyeval import Call, Evaluator, plain, required, set_path
+from core.configs.pyeval import Call, Entries, Evaluator, choose, functions, plain, set_path
 from core.errors import InputError
 
 MAX_NODES = 200_000  # syntax-tree nodes (torchtitan's largest registry, deepseek_v3, is ~6,000)
@@ -26,6 +26,7 @@ SECTIONS = ("training", "parallelism", "compile")  # Trainer.Config keywords tha
 NO_EFFECT = {"hf_assets_path", "profiler", "metrics", "dataloader", "checkpoint", "validator", "lr_scheduler",
              "debug", "comm", "tokenizer", "dump_folder", "override", "fault_tolerance"}
 CONVERTERS = {"Float8LinearConverter": "float8", "MXFP8LinearConverter": "mxfp8", "NVFP4LinearConverter": "nvfp4"}
+ENTRIES = Entries("config", "Trainer.Config", "CONFIG=NAME ./run_train.sh ...")
 COMMAND = re.compile(r"run_train\.sh|torchtitan\.train|--module\b|\bMODULE=|\bCONFIG=")
 
 
@@ -40,23 +41,9 @@ def is_command(text: str) -> bool:
 def read(text: str, source: str = "config_registry.py", command: str = "", entry: str = "", gpus: int = 0
          ) -> Reading:
     tree = python_tree(text, source)
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise InputError(f"{source}: larger than a config registry ({MAX_NODES:,} syntax nodes)")
-    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    entries = [n for n, f in funcs.items() if not required(f) and ("Trainer.Config" in ast.unparse(
-        f.returns or ast.Constant("")) or _returns_trainer(f))]
+    funcs = functions(tree, source, MAX_NODES)
     launch = _command(command) if command else {}
-    name = entry or launch.get("config", "")
-    if not entries:
-        raise InputError(f"{source}: no function returning Trainer.Config (a torchtitan config registry has one "
-                         "per run)")
-    if not name and len(entries) > 1:
-        shown = ", ".join(entries[:12]) + (", ..." if len(entries) > 12 else "")
-        raise InputError(f"{source}: {len(entries)} configs ({shown}); name the one you run (check --entry NAME, "
-                         "or add its launch command: CONFIG=NAME ./run_train.sh ...)")
-    name = name or entries[0]
-    if name not in funcs:
-        raise InputError(f"{source}: no config function {name[:60]!r} (it has {', '.join(entries[:12])})")
+    name = choose(funcs, ENTRIES, entry or launch.get("config", ""), source)
     r = Reading("torchtitan", "torch", source=source)
     ev = Evaluator(funcs)
     cfg = ev.run(funcs[name])
@@ -71,10 +58,6 @@ def read(text: str, source: str = "config_registry.py", command: str = "", entry
     if "gpus" in launch:
         r.read("NGPU / --nproc_per_node", launch["gpus"], {"gpus": launch["gpus"]})
     return torchtitan_toml.read_sections(_sections(cfg, module, r), r, gpus)
-
-
-def _returns_trainer(func: ast.FunctionDef) -> bool:
-    return any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("Trainer.Config") for n in ast.walk(func))
 
 
 def _module(tree: ast.Module, source: str, entry: str) -> str:
