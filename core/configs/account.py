@@ -78,7 +78,7 @@ def _text(value: object) -> str:
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = _text(value)
+    text = _text(value).replace("\x00", "$")  # a variable the script leaves to launch (core.configs.shell) reads $NAME
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

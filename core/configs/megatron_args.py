@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from core.configs import shell
+from core.configs import megatron_legacy, shell
 from core.configs.account import Reading
 from core.configs.model import settle
 from core.configs.vocab import tokenizer_vocab
@@ -89,6 +89,7 @@ def read(text: str, source: str = "megatron") -> Reading:
 def apply(flags: dict[str, str], r: Reading, preset=None) -> None:
     """Megatron-LM arguments (name without dashes -> value, "true" for a switch) into `r`, every one accounted;
     `preset` (a ModelConfig): the model is that preset, already read (a NeMo 2 recipe names it by class)."""
+    megatron_legacy.translate(flags, r)
     arch = {"layers": preset.layers} if preset is not None else _model(flags, r)
     _layout(flags, arch, r)
     _training(flags, r)
@@ -368,7 +369,7 @@ def _zero(flags: dict[str, str], r: Reading) -> None:
                f"ZeRO-{stage} (Megatron-FSDP)")
     elif _pop(flags, "use-distributed-optimizer") == "true":
         r.read("--use-distributed-optimizer", "true", {"zero": 1}, "ZeRO-1: the distributed optimizer")
-    else:
+    elif "zero" not in r.raw:  # DeepSpeed's stage (core.configs.megatron_legacy) when it runs the model
         r.assume("zero", 0, "no --use-distributed-optimizer: each data-parallel rank keeps the whole optimizer")
     instances = _int(flags, "num-distributed-optimizer-instances")
     if instances is not None and instances > 1 and int(r.raw.get("zero", "0")) >= 1:

@@ -224,6 +224,8 @@ def _has_command_after_assign(line: str) -> bool:
         parts = shlex.split(line, comments=True)
     except ValueError:
         return False
+    if parts and parts[0] in ("export", "declare", "local", "readonly"):  # `export A="..."` assigns
+        parts = [p for p in parts[1:] if not p.startswith("-")]
     return len(parts) > 1 and not all(_ASSIGN.match(p) for p in parts)
 
 
