@@ -71,3 +71,38 @@ def test_legacy_checkpoint_layers_and_an_explicit_zero_stage():
     done = check([("run.sh", text)], {"gpu": "a100-80gb"})
     assert done.reading.raw["zero"] == "1" and done.reading.raw["precision"] == "fp16"
     assert any(e.name == "--recompute-num-layers" and e.kind == "unsupported" for e in done.reading.entries)
+
+
+EVAL = """#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=2
+WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))
+GPT_ARGS="
+    --num-layers 40 \\
+    --hidden-size 5120 \\
+    --num-attention-heads 64 \\
+    --seq-length 1024 \\
+    --micro-batch-size 4 \\
+    --global-batch-size 64 \\
+    --fp16 \\
+    --tensor-model-parallel-size 8
+"
+OUTPUT_ARGS="
+    --log-interval 1
+"
+cmd="deepspeed --num_gpus $GPUS_PER_NODE --num_nodes $NNODES \\
+    pretrain_gpt.py \\
+    $GPT_ARGS \\
+    $OUTPUT_ARGS
+    "
+eval $cmd
+"""
+
+
+def test_a_command_built_in_a_string_with_multiline_arguments_and_deepspeeds_launcher():
+    # `cmd="deepspeed ... pretrain_gpt.py $GPT_ARGS"; eval $cmd`: the arguments' line breaks are word breaks, not
+    # new commands, and DeepSpeed's launcher counts --num_gpus x --num_nodes
+    done = check([("pretrain_gpt3_13b.sh", EVAL)])
+    raw = done.reading.raw
+    assert (raw["gpus"], raw["fix_t"], raw["batch"], raw["mb_sizes"]) == ("16", "8", "64", "4")
+    assert done.row["d"] == 2 and raw["precision"] == "fp16"

@@ -168,10 +168,13 @@ def _launcher(script: shell.Script, r: Reading) -> None:
         if tok.startswith("--"):
             name, eq, value = tok[2:].partition("=")
             opts[name.replace("_", "-")] = value if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
-    per_node, nodes = opts.get("nproc-per-node"), opts.get("nnodes", "1")
+    deepspeed = any(t.split("/")[-1] == "deepspeed" for t in tokens)  # DeepSpeed's launcher: --num_gpus, --num_nodes
+    per_node = opts.get("num-gpus" if deepspeed else "nproc-per-node")
+    nodes = opts.get("num-nodes" if deepspeed else "nnodes", "1")
     if per_node and nodes and per_node.isdigit() and nodes.split(":")[-1].isdigit():
         n = int(per_node) * int(nodes.split(":")[-1])
-        r.read("torchrun --nproc-per-node x --nnodes", f"{per_node} x {nodes}", {"gpus": n})
+        launcher = "deepspeed --num_gpus x --num_nodes" if deepspeed else "torchrun --nproc-per-node x --nnodes"
+        r.read(launcher, f"{per_node} x {nodes}", {"gpus": n})
     for name, value in script.env.items():
         r.no_effect(name, value, "environment for the launch (Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with "
                     "TP overlap); no bytes, no time")

@@ -25,6 +25,9 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?-)([^}]*))?\}|\$([A
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 _ARRAY_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
 _ARRAY_IN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}")
+# commands inside a string: split at ";" and at a line break, except one before a flag (a multi-line argument string,
+# "$ARGS" expanded into `cmd="deepspeed pretrain_gpt.py $ARGS"; eval $cmd`, is one command)
+_COMMANDS = re.compile(r";|\n(?!\s*-)")
 UNRESOLVED = "\x00"  # marks a value built from something the file does not define
 
 
@@ -71,12 +74,12 @@ def read(text: str) -> Script:
         if m and not _has_command_after_assign(line):
             value = " ".join(_tokens(m.group(3), scalars, arrays, out, split_arrays=False))
             scalars[m.group(1)] = (scalars.get(m.group(1), "") if m.group(2) else "") + value
-            candidates += [_tokens(part, scalars, arrays, out) for part in re.split(r"[;\n]", value) if ".py" in part]
+            candidates += [_tokens(part, scalars, arrays, out) for part in _COMMANDS.split(value) if ".py" in part]
             continue
         candidates.append(_tokens(line, scalars, arrays, out))
         for tok in candidates[-1]:  # bash -c "...": a command inside a string
             if " " in tok and ".py" in tok:
-                candidates += [_tokens(part, scalars, arrays, out) for part in re.split(r"[;\n]", tok)]
+                candidates += [_tokens(part, scalars, arrays, out) for part in _COMMANDS.split(tok)]
     scored = [(_score(c), n, c) for n, c in enumerate(candidates) if _score(c)]
     if not scored:
         raise InputError("no training command found (expected a line running pretrain_*.py, torchrun or python)")
