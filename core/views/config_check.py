@@ -59,6 +59,9 @@ def summary_lines(done: checker.Checked) -> list[str]:
         fits = "fits" if row["fits"] else "does NOT fit"
         lines.append(f"Memory per GPU: {row['memory_bytes'] / GB:,.1f} GB ({row['memory_accounting']} accounting; "
                      f"{parts}) of {row['usable_bytes'] / GB:,.1f} GB usable: {fits}.")
+    elif row["m"] < 1:  # no micro-batch per replica: nothing to count the activations of
+        lines.append(f"Memory per GPU: not counted: the batch gives no micro-batch to each replica "
+                     f"({row['memory_accounting']} accounting; {parts}).")
     else:
         lines.append(f"Memory per GPU: does NOT fit in {row['usable_bytes'] / GB:,.1f} GB usable "
                      f"({row['memory_accounting']} accounting; {parts}).")
