@@ -92,6 +92,9 @@ def check(texts: list[tuple[str, str]], overrides: dict[str, str] | None = None,
 
 def _fill(r: Reading) -> None:
     """Planner inputs no file gives, each assumed in so many words."""
+    if "model" not in r.raw and "layers" not in r.raw:
+        r.assume("model", PLAN["model"].default, "no config file gives the model (a DeepSpeed JSON or an Accelerate "
+                 "YAML holds none); the planner's default: give its Hugging Face config.json with the file, or --model")
     if "gpu" not in r.raw:
         r.assume("gpu", PLAN["gpu"].default, "no config file names the GPU; the planner's default (give --gpu)")
     t, p, cp = (int(r.raw.get(k, 1) or 1) for k in ("fix_t", "fix_p", "fix_cp"))
