@@ -38,6 +38,7 @@ class Reading:
     raw: dict[str, str] = field(default_factory=dict)
     entries: list[Entry] = field(default_factory=list)
     source: str = ""
+    accumulation: int = 1  # micro-batches per replica and step, where the file says so but not the global batch
 
     def _add(self, kind: str, name: str, value: object, meaning: str) -> None:
         if len(self.entries) >= MAX_FIELDS:

@@ -128,14 +128,19 @@ def _gpus(name: str, launch: dict, given: int, r: Reading) -> None:
                "recipe's name says)")
 
 
+def hub_preset(hub: str) -> str | None:
+    """The planner's preset of a Hugging Face hub id (an -Instruct or -hf id is the same shape), or None."""
+    bare = re.sub(r"-(instruct|hf)$", "", hub.lower())
+    return next((k for pattern, k in HF_MODELS if re.fullmatch(pattern, bare)), None)
+
+
 def _model(model: object, r: Reading) -> presets.ModelConfig | None:
     """The preset a hub id names; None when the model states its own architecture (a saved config's num_layers,
     hidden_size, ...), which megatron_args reads as flags."""
     if isinstance(model, Call) and "num_layers" in model.kwargs and "hidden_size" in model.kwargs:
         return None
     hub = hub_id(model)
-    bare = re.sub(r"-(instruct|hf)$", "", hub.lower())
-    key = next((k for pattern, k in HF_MODELS if re.fullmatch(pattern, bare)), None) if hub else None
+    key = hub_preset(hub) if hub else None
     if not key:
         known = ", ".join(sorted({k for _, k in HF_MODELS}))
         raise InputError(f"cfg.model: {(hub or str(plain(model)))[:60]!r} is not a model the checker maps to a preset "

@@ -106,8 +106,10 @@ def _fill(r: Reading) -> None:
     if "batch" not in r.raw:
         d = int(r.raw["gpus"]) // max(1, t * p * cp)
         mbs = int(str(r.raw.get("mb_sizes", "1")).split(",")[0])
-        r.assume("batch", mbs * max(d, 1), "no global batch: one micro-batch per data-parallel rank (Megatron-LM's "
-                                           "default)")
+        steps = r.accumulation
+        r.assume("batch", mbs * steps * max(d, 1), f"no global batch: micro-batch x {steps} accumulation steps x d "
+                 f"(the file's)" if steps > 1 else "no global batch: one micro-batch per data-parallel rank "
+                 "(Megatron-LM's default)")
     if r.framework and "memory_framework" not in r.raw:
         r.raw["memory_framework"] = r.framework
     r.raw.setdefault("framework", "any")

@@ -17,6 +17,7 @@ from core.configs import (
     bridge_recipe,
     bridge_yaml,
     deepspeed_json,
+    finetune_yaml,
     hf_config,
     megatron_args,
     nemo2_recipe,
@@ -31,7 +32,7 @@ from core.errors import InputError
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
 MAX_FILES = 4
 KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "nemo2",
-         "megatron-bridge", "accelerate", "torch-script")
+         "megatron-bridge", "accelerate", "finetune", "torch-script")
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
@@ -96,7 +97,7 @@ def detect(name: str, text: str) -> str:
     if low.endswith((".yaml", ".yml")):
         data = _yaml(text)
         return "megatron-bridge" if bridge_yaml.is_container(data) else "accelerate" if \
-            accelerate_yaml.is_accelerate(data) else "nemo"
+            accelerate_yaml.is_accelerate(data) else "finetune" if finetune_yaml.is_finetune(data) else "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
     if bridge_recipe.is_recipe(text):
@@ -133,6 +134,7 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
                                                            or bridge_recipe.is_recipe(text))
     reader = {"megatron": megatron_args.read, "deepspeed": deepspeed_json.read, "huggingface": hf_config.read,
               "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read, "accelerate": accelerate_yaml.read,
+              "finetune": finetune_yaml.read,
               "deepspeed-setup": deepspeed_json.read_setup, "torch-script": torch_script.read,
               "torchtitan": lambda t, n: (torchtitan_registry.read(t, n, command, entry, gpus) if python
                                           else torchtitan_toml.read(t, n, gpus=gpus)),
@@ -160,7 +162,7 @@ def merge(readings: list[Reading]) -> Reading:
         return readings[0]
     order = sorted(readings, key=lambda r: r.kind != "huggingface")  # the model first, the training config after
     out = Reading("+".join(r.kind for r in order), next((r.framework for r in order if r.framework), ""),
-                  source=", ".join(r.source for r in order))
+                  source=", ".join(r.source for r in order), accumulation=max(r.accumulation for r in order))
     for r in order:
         for key, value in r.raw.items():
             if key in out.raw and out.raw[key] != value and not _assumed(r, key):

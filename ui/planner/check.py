@@ -30,7 +30,8 @@ def checked(files: tuple[tuple[str, bytes], ...], overrides: str) -> CheckView:
 def check_section() -> None:
     with st.expander("Check a run you have: paste or upload its config"):
         st.caption("A Megatron-LM command or launch script, a torchtitan TOML or Python config registry, a "
-                   "Megatron-Bridge recipe, a DeepSpeed JSON or an Accelerate YAML (with the model's Hugging Face "
+                   "Megatron-Bridge recipe, a LLaMA-Factory or Axolotl YAML, a DeepSpeed JSON or an Accelerate YAML "
+                   "(with the model's Hugging Face "
                    "config.json), a Hugging Face config.json, a NeMo 1 YAML, or this planner's PyTorch script. A "
                    "registry or recipe file with several runs: paste the launch command that names one (CONFIG=NAME "
                    "./run_train.sh ..., "
