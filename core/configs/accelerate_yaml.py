@@ -7,9 +7,7 @@ training script's, so they are assumed unless given (--global-batch, --seq).
 
 from __future__ import annotations
 
-import yaml
-
-from core.configs.account import Reading
+from core.configs.account import Reading, yaml_object
 from core.errors import InputError
 
 # FSDP 1 sharding strategies by name or by their number (torch.distributed.fsdp.ShardingStrategy, 1-5)
@@ -32,13 +30,7 @@ def is_accelerate(data: object) -> bool:
 
 
 def read(text: str, source: str = "default_config.yaml") -> Reading:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
-    if not is_accelerate(data):
-        raise InputError(f"{source}: not an Accelerate config (no distributed_type and num_processes)")
-    data = dict(data)
+    data = yaml_object(text, source, is_accelerate, "an Accelerate config (no distributed_type and num_processes)")
     kind = str(data.pop("distributed_type"))
     r = Reading("accelerate", "deepspeed" if kind == "DEEPSPEED" else "torch", source=source)
     gpus = _whole(data.pop("num_processes"), "num_processes")

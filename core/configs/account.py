@@ -12,6 +12,8 @@ import ast
 import json
 from dataclasses import dataclass, field
 
+import yaml
+
 from core.errors import InputError
 
 KINDS = ("read", "no effect", "unsupported", "assumed")
@@ -91,6 +93,17 @@ def json_object(text: str, source: str) -> dict:
         raise InputError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict):
         raise InputError(f"{source}: a JSON config must be an object")
+    return dict(data)
+
+
+def yaml_object(text: str, source: str, fits, kind: str) -> dict:
+    """A YAML config's mapping when `fits(data)` says it is a `kind`, or one line saying why it is not."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
+    if not fits(data):
+        raise InputError(f"{source}: not {kind}")
     return dict(data)
 
 

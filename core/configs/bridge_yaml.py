@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import shlex
 
-import yaml
-
 from core.configs import bridge_recipe
-from core.configs.account import Reading
+from core.configs.account import Reading, yaml_object
 from core.configs.pyeval import Call, Text
 from core.errors import InputError
 
@@ -37,13 +35,8 @@ def is_container(data: object) -> bool:
 
 
 def read(text: str, source: str = "ConfigContainer.yaml", command: str = "", gpus: int = 0) -> Reading:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
-    if not is_container(data):
-        raise InputError(f"{source}: not a Megatron-Bridge ConfigContainer (a model section and its train, ddp, "
-                         "optimizer, ... sections)")
+    data = yaml_object(text, source, is_container, "a Megatron-Bridge ConfigContainer (a model section and its "
+                       "train, ddp, optimizer, ... sections)")
     cfg = _call("ConfigContainer", data, [MAX_NODES])
     model = cfg.kwargs["model"]
     if "num_layers" not in model.kwargs and not bridge_recipe.hub_id(model):

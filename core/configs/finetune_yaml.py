@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
-from core.configs.account import Reading
+from core.configs.account import Reading, yaml_object
 from core.configs.bridge_recipe import hub_preset
 from core.errors import InputError
 
@@ -37,13 +35,7 @@ def is_finetune(data: object) -> bool:
 
 
 def read(text: str, source: str = "train.yaml") -> Reading:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
-    if not is_finetune(data):
-        raise InputError(f"{source}: not a LLaMA-Factory or Axolotl run config")
-    data = dict(data)
+    data = yaml_object(text, source, is_finetune, "a LLaMA-Factory or Axolotl run config")
     axolotl = "base_model" in data
     _method(data, axolotl)
     engine = str(data.get("deepspeed") or "")

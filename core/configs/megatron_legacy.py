@@ -18,10 +18,10 @@ NO_EFFECT = {
     "deepspeed-activation-checkpointing": "DeepSpeed's implementation of the same checkpointing",
     "deepspeed-config": "the DeepSpeed JSON (give it with the script to read its batch and ZeRO switches)",
     "deepspeed_config": "the DeepSpeed JSON (give it with the script to read its batch and ZeRO switches)",
-    "embed-layernorm": "a norm after the embedding: O(h) bytes per token", "partition-activations": "see --deepspeed",
+    "embed-layernorm": "a norm after the embedding: O(h) bytes per token",
     "sync-tp-duplicated-parameters": "numerics", "abort-on-unmet-fused-kernel-constraints": "a kernel check",
     "kill-switch-path": "a stop file", "tokenizer-name-or-path": "the vocabulary is --pad-vocab-size-to's",
-    "pp-partition-method": "the layer split (type:transformer, as the planner's)", "checkpoint-in-cpu": "see below",
+    "pp-partition-method": "the layer split (type:transformer, as the planner's)",
     "synchronize-each-layer": "a debugging switch", "contigious-checkpointing": "memory layout of the checkpoints",
     "contiguous-checkpointing": "memory layout of the checkpoints"}
 
