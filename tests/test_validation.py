@@ -207,9 +207,12 @@ def test_the_stored_accuracy_is_the_validations(result):
                            & (result.matched["scope"] != validation.MODELLED)]
     assert measured.large_rows == len(large) >= 10
     assert measured.large_low == pytest.approx(large["error"].min())
-    # every one ran slower than predicted since Megatron-Bridge's dense 405B rows (the only ones that ran faster,
-    # +1.5..+12 % at the 2024 records' kernels) are timed as their own release, among the modelled frameworks
-    assert measured.large_low < -0.1 and measured.large_high < 0.0
+    assert measured.large_high == pytest.approx(large["error"].max())
+    # nearly every one ran slower than predicted (Megatron-Bridge's dense 405B rows, which ran faster at the 2024
+    # records' kernels, are timed as their own release among the modelled frameworks); the one run predicted slow
+    # is Megatron-Bridge's DeepSeek-V3 verification card (+5.5 %, 2026)
+    assert measured.large_low < -0.1 and measured.large_high < 0.06
+    assert (large["error"] > 0).sum() == 1
     words = accuracy.load().words()
     assert f"{100 * held.mean_abs_error:.1f} % off on average" in words[0] and f"{measured.large_rows} published" \
         in words[1]
