@@ -75,3 +75,17 @@ def test_nd_parallelism_sizes_and_bad_values_get_one_line():
         run(DEEPSPEED.replace("num_processes: 8", "num_processes: eight"))
     with pytest.raises(InputError, match="fsdp_sharding_strategy"):
         run(FSDP1.format(strategy="SOMETIMES", ckpt="false"))
+
+
+def test_yaml_files_are_bounded_and_a_parsed_file_is_not_changed_by_its_reading():
+    import time
+    # an alias tree of 9^9 leaves in 346 bytes: the account shows it cut short, at once
+    bomb = "distributed_type: FSDP\nnum_processes: 8\na: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+    start = time.perf_counter()
+    done = check([("default_config.yaml", bomb)])
+    assert time.perf_counter() - start < 5 and any(e.name == "i" and len(e.value) <= 60 for e in done.reading.entries)
+    with pytest.raises(InputError, match="nested too deeply"):
+        check([("deep.yaml", "a: " + "[" * 5000 + "]" * 5000 + "\n")])
+    text = FSDP1.format(strategy="FULL_SHARD", ckpt="false") + "parallelism_config:\n  parallelism_config_tp_size: 2\n"
+    assert run(text).row["t"] == 2 and run(text).row["t"] == 2  # the second reading sees the same file

@@ -41,7 +41,7 @@ def read(text: str, source: str = "default_config.yaml") -> Reading:
     r.read("mixed_precision", precision, {"precision": PRECISIONS.get(precision, "bf16")})
     if precision == "no":
         r.unsupported("mixed_precision", "no", "fp32 training is not modelled; counted as bf16")
-    _parallelism(data.pop("parallelism_config", None) or {}, r)
+    _parallelism(dict(data.pop("parallelism_config", None) or {}), r)  # a copy: the parsed file is shared
     fsdp, ds = data.pop("fsdp_config", None) or {}, data.pop("deepspeed_config", None) or {}
     if kind == "FSDP":
         _fsdp(dict(fsdp), machines, r)

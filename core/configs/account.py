@@ -9,7 +9,9 @@ for planner inputs the file does not give, assumed (with the default taken and w
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import reprlib
 from dataclasses import dataclass, field
 
 import yaml
@@ -80,8 +82,13 @@ def _text(value: object) -> str:
     return str(value)
 
 
+_BRIEF = reprlib.Repr()  # a container shown in the account is cut short: a YAML alias tree can be exponential
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring, _BRIEF.maxother = 3, 8, 8, 80, 80
+
+
 def _short(value: object, limit: int = 60) -> str:
-    text = _text(value).replace("\x00", "$")  # a variable the script leaves to launch (core.configs.shell) reads $NAME
+    brief = _BRIEF.repr(value) if isinstance(value, (list, dict, tuple, set)) else _text(value)
+    text = brief.replace("\x00", "$")  # a variable the script leaves to launch (core.configs.shell) reads $NAME
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -96,12 +103,30 @@ def json_object(text: str, source: str) -> dict:
     return dict(data)
 
 
-def yaml_object(text: str, source: str, fits, kind: str) -> dict:
-    """A YAML config's mapping when `fits(data)` says it is a `kind`, or one line saying why it is not."""
+@functools.lru_cache(maxsize=4)
+def _parsed(text: str) -> tuple[object, str]:
+    """(data, "") or (None, why it does not parse): a failure is kept too, so a bad file is parsed once."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text), ""
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
+        return None, f"not valid YAML ({str(exc).splitlines()[0][:80]})"
+    except (RecursionError, MemoryError):
+        return None, "nested too deeply; not a training config"
+
+
+def yaml_data(text: str, source: str) -> object:
+    """A YAML file's data, parsed once however many readers look at it (detection, a command's pairing, the
+    reader): callers copy what they change. One line when it is not YAML or nests past the parser's depth."""
+    data, why = _parsed(text)
+    if why:
+        raise InputError(f"{source}: {why}")
+    return data
+
+
+def yaml_object(text: str, source: str, fits, kind: str) -> dict:
+    """A YAML config's mapping (a copy of its top level) when `fits(data)` says it is a `kind`, or one line saying
+    why it is not."""
+    data = yaml_data(text, source)
     if not fits(data):
         raise InputError(f"{source}: not {kind}")
     return dict(data)

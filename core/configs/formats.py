@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import tomllib
 
-import yaml
-
 from core.configs import (
     accelerate_yaml,
     bridge_recipe,
@@ -26,7 +24,7 @@ from core.configs import (
     torchtitan_registry,
     torchtitan_toml,
 )
-from core.configs.account import Reading, json_object
+from core.configs.account import Reading, json_object, yaml_data
 from core.errors import InputError
 
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
@@ -151,8 +149,8 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
 def _yaml(text: str) -> object:
     """The YAML's data when it parses (the readers say why when it does not)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return yaml_data(text, "")
+    except InputError:
         return None
 
 

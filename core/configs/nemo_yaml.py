@@ -9,10 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-import yaml
-
 from core.configs import megatron_args
-from core.configs.account import Reading
+from core.configs.account import Reading, yaml_data
 from core.errors import InputError
 
 RENAME = {"encoder_seq_length": "seq-length", "virtual_pipeline_model_parallel_size":
@@ -42,10 +40,7 @@ _REF = re.compile(r"\$\{([^${}]*)\}")
 
 
 def read(text: str, source: str = "config.yaml") -> Reading:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0][:80]})") from None
+    data = yaml_data(text, source)  # shared with detection; _resolve below builds its own copy
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise InputError(f"{source}: not a NeMo training config (no model section)")
     r = Reading("nemo", "megatron", source=source)
