@@ -81,7 +81,7 @@ def test_yaml_files_are_bounded_and_a_parsed_file_is_not_changed_by_its_reading(
     import time
     # an alias tree of 9^9 leaves in 346 bytes: the account shows it cut short, at once
     bomb = "distributed_type: FSDP\nnum_processes: 8\na: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
-        f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
     start = time.perf_counter()
     done = check([("default_config.yaml", bomb)])
     assert time.perf_counter() - start < 5 and any(e.name == "i" and len(e.value) <= 60 for e in done.reading.entries)
