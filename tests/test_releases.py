@@ -120,3 +120,20 @@ def test_plans_and_exports_say_which_release_they_assume():
         assert any(n.startswith("Timed as release bridge-26.06") for n in e.notes) != bool(e.refused)
     from core.planner import recommend
     assert any("Timed as release bridge-26.06" in line for line in recommend.recommend(result).trust)
+
+
+def test_a_kernel_measured_release_cites_its_rate_and_fits_nothing():
+    # The MoE ModelZoo's H100 image (PyTorch 25.06, Transformer Engine 2.6): TE prefers cuDNN's fused attention on
+    # Hopper; its rate is cuDNN's measured 595 TFLOP/s forward and 516 backward (FlashAttention-3 paper, head size
+    # 128, 16K tokens) combined as the step counts them (backward 2.5 x the forward), over the 989 TFLOP/s BF16 peak
+    key = "pytorch-25.06"
+    assert releases.measured(key) and not releases.rows(key) and releases.fitted_by(key) == key
+    assert not any(releases.measured(k) for k in FITTED + (releases.base(), "bridge-26.06"))
+    combined = 3.5 / (1 / 595 + 2.5 / 516) / H100.peak_flops * 1e12
+    assert releases.values(key) == {"h100-16bit": {"flash_eff": pytest.approx(combined, abs=5e-4)}}
+    assert Assumptions(release=key).rates(H100, fp8=False).flash_eff == pytest.approx(0.542)
+    assert "not fitted: a kernel measurement" in releases.note(key)
+    assert "a kernel measurement (not fitted" in releases.timing_note(key, "h100")
+    # none of its rows fits its value; all are held out but the pair the EP overlap's cost is fitted on
+    rows = [r for r in validation.data()["rows"] if validation.release(r) == key]
+    assert len(rows) == 9 and {r["role"] for r in rows if "fitted_by" not in r} == {"held-out"}

@@ -58,10 +58,19 @@ def values(key: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def measured(key: str) -> bool:
+    """Whether release `key`'s values are a cited kernel measurement (its 'fit' a sentence), not a table fit."""
+    found = entry(fitted_by(key))
+    return bool(found["values"]) and isinstance(found.get("fit"), str)
+
+
 def note(key: str) -> str:
     """Where release `key`'s replaced fractions come from, for --explain and the assumption rows."""
     source = fitted_by(key)
     fit = entry(source).get("fit")
+    if measured(key):
+        whose = "its own values" if source == key else f"{source}'s values"
+        return f"release {key}: {whose}, {fit}"
     how = fit["set"] if isinstance(fit, Mapping) else str(fit)
     own = "its own table" if source == key else f"{source}'s fit (no table of its own is fitted)"
     return f"release {key}: {own}: {how}"
@@ -79,6 +88,9 @@ def timing_note(key: str, family: str) -> str:
     source = fitted_by(key)
     fields = ", ".join(f"{record} {field} {value:g}" for record, changed in values(key).items()
                        for field, value in changed.items())
+    if measured(key):
+        return (f"Timed as release {key} ({label}): {fields}, a kernel measurement (not fitted; "
+                f"assets/releases.json says which); the other kernels are the base records' ({base()}'s).")
     fitted = "its own table" if source == key else f"{source}'s table (it has none of its own fitted)"
     return f"Timed as release {key} ({label}): {fields}, fitted on {fitted}; other software runs other kernels."
 

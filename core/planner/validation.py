@@ -276,6 +276,7 @@ def _by_release(s: pd.DataFrame) -> dict[str, Summary]:
         if not rest.empty:
             source = releases.fitted_by(rel)
             how = "its own fit" if source == rel else f"{source}'s fit"
+            how = f"any fit ({source}'s kernels are measured, not fitted)" if releases.measured(rel) else how
             out[f"release {rel}: held out of {how}"] = summarize(rest["error"], rest["source"])
     return out
 
