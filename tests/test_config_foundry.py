@@ -1,0 +1,122 @@
+"""LLM Foundry train YAMLs (Composer's FSDP, MPT or Hugging Face models) read into planner rows. The YAMLs are
+written for these tests in the shape of llm-foundry's scripts/train/yamls (variables resolved as OmegaConf does)."""
+
+import pytest
+
+from core.configs import bridge_yaml, foundry_yaml
+from core.configs.account import yaml_data
+from core.configs.check import check
+from core.configs.formats import detect
+from core.cost import releases
+from core.errors import InputError
+from core.planner import validation
+
+MPT = """variables:
+  seq: 2048
+  seed: 17
+max_seq_len: ${variables.seq}
+run_name: mpt-7b-${variables.seed}
+model:
+  name: mpt_causal_lm
+  init_device: meta
+  d_model: 4096
+  n_heads: 32
+  n_layers: 32
+  expansion_ratio: 4
+  max_seq_len: ${variables.seq}
+  vocab_size: 50368
+  attn_config:
+    attn_impl: flash
+tokenizer:
+  name: EleutherAI/gpt-neox-20b
+optimizer:
+  name: decoupled_adamw
+  lr: 1.2e-4
+scheduler:
+  name: cosine_with_warmup
+max_duration: 1000ba
+global_train_batch_size: 768
+device_train_microbatch_size: 6
+precision: amp_bf16
+fsdp_config:
+  sharding_strategy: FULL_SHARD
+  mixed_precision: DEFAULT
+  activation_checkpointing: false
+  limit_all_gathers: true
+"""
+
+
+def test_an_mpt_pretraining_yaml_reads_into_its_row():
+    assert detect("mpt-7b.yaml", MPT) == "llm-foundry" and not bridge_yaml.is_container(yaml_data(MPT, "x"))
+    done = check([("mpt-7b.yaml", MPT)], {"gpus": "128", "gpu": "h100-80gb"})
+    raw = done.reading.raw
+    assert (raw["model"], raw["layers"], raw["hidden"], raw["heads"], raw["ffn"], raw["vocab"], raw["tied"]) == (
+        "custom", "32", "4096", "32", "16384", "50368", "true")
+    assert (raw["seq"], raw["batch"], raw["mb_sizes"], raw["zero"], raw["reshard"], raw["recompute"]) == (
+        "2048", "768", "6", "3", "on", "none")
+    assert raw["grad_reduce_bytes"] == "4" and raw["dropout"] == "false" and raw["loss"] == "fused"
+    assert raw["release"] == releases.base() and done.reading.framework == "torch"
+    # LLM Foundry's own benchmark row of this run (MPT-7B, 128 H100, batch 768 x 2048, micro-batch 6, FULL_SHARD,
+    # no checkpointing, DEFAULT precision): the checker times the file as the validation times the row (the row
+    # keeps the GPT block's dropout, which the YAML's zero pdrop turns off: 1 % faster)
+    row = next(r for r in validation.data()["rows"] if r["key"] == "lf-h100-80gb-bf16-7b-s2048-g128")
+    assert done.row["step_time_s"] == pytest.approx(validation.step_row(row)["predicted_s"], rel=0.02)
+    assert done.row["d"] == 128 and done.row["fits"]
+
+
+def test_composer_precision_modes_checkpointing_and_sharding():
+    pure = MPT.replace("mixed_precision: DEFAULT", "mixed_precision: PURE").replace(
+        "activation_checkpointing: false", "activation_checkpointing: true").replace("FULL_SHARD", "SHARD_GRAD_OP")
+    raw = check([("x.yaml", pure)], {"gpus": "128"}).reading.raw
+    assert (raw["grad_reduce_bytes"], raw["recompute"], raw["zero"], raw["reshard"]) == ("2", "full", "3", "off")
+    hybrid = MPT.replace("FULL_SHARD", "HYBRID_SHARD\n  data_parallel_replicate_degree: 16")
+    assert check([("x.yaml", hybrid)], {"gpus": "128"}).reading.raw["fix_replicate"] == "16"
+    with pytest.raises(InputError, match="sharding_strategy: 'HALF_SHARD'"):
+        check([("x.yaml", MPT.replace("FULL_SHARD", "HALF_SHARD"))])
+
+
+def test_gqa_glu_and_moe_mpt_shapes():
+    gqa = MPT.replace("    attn_impl: flash\n", "    attn_impl: flash\n    attn_type: grouped_query_attention\n"
+                      "    kv_n_heads: 8\n").replace("  expansion_ratio: 4\n", "  expansion_ratio: 3.5\n"
+                                                   "  ffn_config:\n    ffn_type: mptglu\n")
+    raw = check([("x.yaml", gqa)], {"gpus": "128"}).reading.raw
+    assert (raw["kv_heads"], raw["ffn"], raw["mlp"]) == ("8", "14336", "swiglu")
+    moe = MPT.replace("  expansion_ratio: 4\n", "  expansion_ratio: 4\n  ffn_config:\n    ffn_type: mb_dmoe\n"
+                      "    moe_num_experts: 16\n    moe_top_k: 4\n")
+    raw = check([("x.yaml", moe)], {"gpus": "128"}).reading.raw
+    assert (raw["experts"], raw["top_k"], raw["expert_ffn"]) == ("16", "4", "16384")
+
+
+def test_hugging_face_models_tensor_parallelism_and_refusals():
+    hf = MPT.replace("""  name: mpt_causal_lm
+  init_device: meta
+  d_model: 4096
+  n_heads: 32
+  n_layers: 32
+  expansion_ratio: 4
+  max_seq_len: ${variables.seq}
+  vocab_size: 50368
+  attn_config:
+    attn_impl: flash
+""", """  name: hf_causal_lm
+  pretrained_model_name_or_path: meta-llama/Meta-Llama-3-8B
+  pretrained: true
+  use_flash_attention_2: true
+""") + "parallelism_config:\n  tp:\n    tensor_parallel_degree: 2\n"
+    raw = check([("x.yaml", hf.replace("fsdp_config:", "unused_fsdp:"))], {"gpus": "128"}).reading.raw
+    assert raw["model"] == "llama3-8b" and raw["flash"] == "true" and raw["fix_t"] == "2" and raw["sp"] == "on"
+    assert raw["zero"] == "0"  # no FSDP section anywhere: Composer's DDP
+    with pytest.raises(InputError, match="not a hub id the checker maps"):
+        check([("x.yaml", hf.replace("meta-llama/Meta-Llama-3-8B", "acme/secret-model"))])
+    with pytest.raises(InputError, match="LoRA fine-tuning"):
+        check([("x.yaml", hf + "  peft_config:\n    peft_type: LORA\n".replace("  peft", "peft"))])
+
+
+def test_references_resolve_within_the_file_and_loops_are_one_line():
+    data = foundry_yaml.resolve({"variables": {"a": 7, "b": "${variables.a}"}, "x": "${variables.b}",
+                                 "y": "run-${variables.a}"})
+    assert data["x"] == 7 and data["y"] == "run-7"
+    with pytest.raises(InputError, match="more than 8 deep"):
+        foundry_yaml.resolve({"a": "${b}", "b": "${a}"})
+    with pytest.raises(InputError, match="has no 'variables.missing'"):
+        check([("x.yaml", MPT.replace("max_seq_len: ${variables.seq}\nrun", "max_seq_len: ${variables.missing}\nrun"))])
