@@ -122,3 +122,21 @@ def test_the_default_recompute_modules_say_nothing_on_a_model_without_latent_att
     assert not any("recompute" in n for n in export.notes)
     layernorm = megatron_export(_layout(recompute="selective", recompute_modules=("core_attn", "layernorm")))
     assert any("leaves out layernorm" in n for n in layernorm.notes)  # asked for, and no such module here
+
+
+def test_pure_bf16_counts_no_master_and_megatron_says_it_keeps_one():
+    # The optimizer steps the 16-bit weights: 2 (weights) + 2 (gradients) + 4 (bf16 Adam moments) bytes per parameter
+    # in every framework's accounting, against 4 + 4 + 8 for FSDP2's mixed precision and 2 + 4 + 12 for Megatron-LM's
+    from core.memory import framework_terms
+    from core.memory.states import BytesPerParam
+    adam = BytesPerParam(2.0, 2.0, 12.0)
+    for key, mixed in (("torch", 16.0), ("megatron", 18.0), ("deepspeed", 16.0)):
+        kw = framework_terms.state_kwargs(key, adam, False, 1.0)
+        pure = framework_terms.state_kwargs(key, adam, False, 1.0, optimizer_dtype="pure-bf16")
+        assert kw["param_bytes"] + kw["grad_bytes"] + kw["k"] == mixed, key
+        assert (pure["param_bytes"], pure["grad_bytes"], pure["k"]) == (2.0, 2.0, 4.0), key
+    # a gradient buffer the user names still wins (FSDP2 with reduce_dtype fp32 keeps bf16 shards: auto)
+    assert framework_terms.state_kwargs("torch", adam, False, 1.0, "fp32", "pure-bf16")["grad_bytes"] == 4.0
+    art = megatron_export(_layout(optimizer_dtype="pure-bf16"))
+    assert "--use-precision-aware-optimizer" not in art.text
+    assert any("always keeps an fp32 main copy" in n for n in art.notes)

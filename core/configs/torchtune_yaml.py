@@ -112,11 +112,11 @@ def _size(group: str) -> str:
 
 def _memory(data: dict, r: Reading) -> None:
     dtype = str(data.pop("dtype", "bf16"))
-    r.read("dtype", dtype, {"precision": DTYPES.get(dtype, "bf16"), "grad_dtype": "bf16", "optimizer_dtype": "bf16"},
-           "the model is built in this dtype (recipes/full_finetune_distributed.py: training.set_default_dtype), no "
-           "mixed-precision policy: 16-bit gradients and 16-bit Adam moments")
-    r.unsupported("(parameters)", dtype, "the sharded parameters are 16-bit too, with no fp32 master; PyTorch's "
-                  "accounting counts them as fp32 shards (2 bytes per parameter over d more than the run holds)")
+    r.read("dtype", dtype, {"precision": DTYPES.get(dtype, "bf16"), "grad_dtype": "bf16",
+                            "optimizer_dtype": "pure-bf16"},
+           "optimizer_dtype = pure-bf16: the model is built in this dtype (recipes/full_finetune_distributed.py: "
+           "training.set_default_dtype) and FSDP2 has no mixed-precision policy, so 16-bit weight shards, gradients "
+           "(reduced in 16 bits) and Adam moments, with no fp32 master")
     if dtype not in DTYPES:
         r.unsupported("dtype", dtype, "fp32 training is not modelled; counted as bf16")
     ac = bool(data.pop("enable_activation_checkpointing", False))

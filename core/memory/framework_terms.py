@@ -28,7 +28,9 @@ def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, gra
     own rule for it), and the preset's K less
     the master copy it does not keep. `optimizer_dtype` bf16 halves the moments and, in Megatron-LM's
     precision-aware optimizer, keeps the fp32 master as the 16-bit remainder beside the bf16 weight
-    (optimizer_config.py store_param_remainders; Transformer Engine FusedAdam)."""
+    (optimizer_config.py store_param_remainders; Transformer Engine FusedAdam); pure-bf16 keeps no master at all:
+    the sharded weights themselves are 16-bit (FSDP2's fp32 shards become bf16), and so are the gradients the
+    framework holds unless `grad_dtype` says otherwise."""
     if key == "textbook":
         kw = bpp.kwargs()
         return {**kw, "param_bytes": fp8_bytes.share_bytes(gemm_share)} if fp8 else kw
@@ -38,10 +40,12 @@ def state_kwargs(key: str, bpp: BytesPerParam, fp8: bool, gemm_share: float, gra
         param = fp8_bytes.share_bytes(gemm_share)
     moments = max(bpp.k - MASTER, 0.0)
     master = st.master
+    own = st.grad_fp16 if (fp16 and st.grad_fp16) else st.grad
     if optimizer_dtype == "bf16":
         moments /= 2.0
         master = min(master, 2.0)
-    own = st.grad_fp16 if (fp16 and st.grad_fp16) else st.grad
+    elif optimizer_dtype == "pure-bf16":  # the 16-bit weights are what the optimizer steps: no master anywhere
+        moments, master, param, own = moments / 2.0, 0.0, min(param, 2.0), 2.0
     return {"param_bytes": param, "grad_bytes": GRAD_BYTES.get(grad_dtype, own), "k": moments + master,
             "sharded_from": st.sharded_from}
 

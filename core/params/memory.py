@@ -40,7 +40,7 @@ LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native", "chunked")  # c
 LOSS_CHUNKS = 8  # torchtitan ChunkedLossWrapper.Config.num_chunks default (components/loss.py, 2026)
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}  # a gradient buffer's bytes per value, by its precision
 GRAD_DTYPES = ("auto", *GRAD_BYTES)  # auto: the framework's own (core.frameworks)
-OPTIMIZER_DTYPES = ("fp32", "bf16")
+OPTIMIZER_DTYPES = ("fp32", "bf16", "pure-bf16")
 
 ZERO = table(
     Spec("params", "int", 7_500_000_000, 1, MAX_PSI, label="Parameters Psi", unit="parameters",
@@ -134,7 +134,11 @@ ZERO = table(
          help="fp32: Adam's moments and the master weights in fp32 (every framework's default). bf16: Megatron-LM's "
               "precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype "
               "bf16): bf16 moments, and the fp32 master kept as the 16-bit remainder beside the bf16 weight "
-              "(Transformer Engine FusedAdam store_param_remainders); elsewhere bf16 moments."),
+              "(Transformer Engine FusedAdam store_param_remainders); elsewhere bf16 moments. pure-bf16: the model "
+              "is built in bf16 and the optimizer steps those weights, with no fp32 master: 16-bit weights, "
+              "gradients and Adam moments (torchtune's full fine-tuning and NeMo Automodel build the model in bf16 "
+              "under FSDP2; Megatron-LM and DeepSpeed always keep an fp32 master). No effect in the textbook "
+              "accounting."),
     Spec("deepspeed", "bool", False, label="DeepSpeed convention",
          help="Also show what DeepSpeed's estimate_zero2/zero3_model_states_mem_needs compute (GiB printed as GB)."),
     Spec("deepspeed_zero2", "choice", "code", choices=DS_ZERO2_FORMULAS, label="DeepSpeed's ZeRO-2 formula",

@@ -36,6 +36,9 @@ def megatron_flags(layout: Layout, notes: list[str]) -> list[str]:
             notes.append("bf16 Adam moments need Megatron-LM's precision-aware optimizer, which only runs with the "
                          "distributed optimizer (ZeRO-1): this command keeps fp32 moments, more than the plan "
                          "counts.")
+    elif layout.optimizer_dtype == "pure-bf16":
+        notes.append("The plan counts pure bf16 training (no fp32 master); Megatron-LM always keeps an fp32 main copy "
+                     "of the weights (or its remainder), so this command holds more than the plan counts.")
     if layout.loss == "native":
         out.append("--cross-entropy-loss-fusion")
     elif layout.loss not in AUTO:
