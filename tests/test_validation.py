@@ -209,10 +209,12 @@ def test_the_stored_accuracy_is_the_validations(result):
     assert measured.large_low == pytest.approx(large["error"].min())
     assert measured.large_high == pytest.approx(large["error"].max())
     # nearly every one ran slower than predicted (Megatron-Bridge's dense 405B rows, which ran faster at the 2024
-    # records' kernels, are timed as their own release among the modelled frameworks); the one run predicted slow
-    # is Megatron-Bridge's DeepSeek-V3 verification card (+5.5 %, 2026)
+    # records' kernels, are timed as their own release among the modelled frameworks); the two runs predicted slow
+    # are DeepSeek-V3 on 2026 software: Megatron-Bridge's verification card (+5.5 %) and NeMo Automodel's FSDP2 run
+    # on 1,024 H100 (+5.9 %)
     assert measured.large_low < -0.1 and measured.large_high < 0.06
-    assert (large["error"] > 0).sum() == 1
+    assert set(result.matched.loc[large.index[large["error"] > 0], "key"]) == {"card-deepseek-v3-h100-bf16",
+                                                                            "am-deepseek-v3-1024"}
     words = accuracy.load().words()
     assert f"{100 * held.mean_abs_error:.1f} % off on average" in words[0] and f"{measured.large_rows} published" \
         in words[1]
