@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 
-from core.configs import bridge_recipe, foundry_yaml, torchtune_yaml
+from core.configs import automodel_yaml, bridge_recipe, foundry_yaml, torchtune_yaml
 from core.configs.account import Reading, yaml_object
 from core.configs.pyeval import Call, Text
 from core.errors import InputError
@@ -29,11 +29,11 @@ NOISE = {"activation_func": "the activation (its matrices follow gated_linear_un
 
 def is_container(data: object) -> bool:
     """A mapping shaped like a ConfigContainer: a model section and two or more of its other sections, no NeMo 1
-    `trainer` section, and not an LLM Foundry or torchtune run (their model, optimizer and scheduler sections beside a
-    top-level batch)."""
+    `trainer` section, and not an LLM Foundry, torchtune or NeMo Automodel run (their model, optimizer and scheduler
+    sections beside a top-level batch)."""
     return (isinstance(data, dict) and isinstance(data.get("model"), dict) and "trainer" not in data
             and sum(k in data for k in SECTIONS) >= 2 and not foundry_yaml.is_foundry(data)
-            and not torchtune_yaml.is_torchtune(data))
+            and not torchtune_yaml.is_torchtune(data) and not automodel_yaml.is_automodel(data))
 
 
 def read(text: str, source: str = "ConfigContainer.yaml", command: str = "", gpus: int = 0) -> Reading:

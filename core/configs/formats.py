@@ -3,8 +3,8 @@
 Formats: a Megatron-LM command or launch script, a torchtitan TOML or Python config registry and a Megatron-Bridge
 recipe or saved config (each with its launch command), a DeepSpeed JSON or an Accelerate YAML (with a Hugging Face
 config.json for the model, and the Python that builds DeepSpeed's pipeline topology), a Hugging Face config.json
-alone, a NeMo 1 YAML, the fine-tuning frameworks', LLM Foundry's and torchtune's run YAMLs, and the planner's own
-PyTorch script (Python is read as a syntax tree, never run).
+alone, a NeMo 1 YAML, the fine-tuning frameworks', LLM Foundry's, torchtune's and NeMo Automodel's run YAMLs, and
+the planner's own PyTorch script (Python is read as a syntax tree, never run).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import tomllib
 
 from core.configs import (
     accelerate_yaml,
+    automodel_yaml,
     bridge_recipe,
     bridge_yaml,
     deepspeed_json,
@@ -33,7 +34,8 @@ from core.errors import InputError
 MAX_BYTES = 1_000_000  # per file: the largest real launch script or recipe is ~30 KB
 MAX_FILES = 4
 KINDS = ("auto", "megatron", "torchtitan", "deepspeed", "deepspeed-setup", "huggingface", "nemo", "nemo2",
-         "megatron-bridge", "accelerate", "finetune", "llm-foundry", "torchtune", "torch-script")
+         "megatron-bridge", "accelerate", "finetune", "llm-foundry", "torchtune", "automodel",
+         "torch-script")
 
 
 def read_any(texts: list[tuple[str, str]], kind: str = "auto", entry: str = "", gpus: int = 0) -> Reading:
@@ -100,7 +102,7 @@ def detect(name: str, text: str) -> str:
         return "megatron-bridge" if bridge_yaml.is_container(data) else "accelerate" if \
             accelerate_yaml.is_accelerate(data) else "finetune" if finetune_yaml.is_finetune(data) else \
             "llm-foundry" if foundry_yaml.is_foundry(data) else "torchtune" if torchtune_yaml.is_torchtune(data) else \
-            "nemo"
+            "automodel" if automodel_yaml.is_automodel(data) else "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
     if bridge_recipe.is_recipe(text):
@@ -127,8 +129,8 @@ def detect(name: str, text: str) -> str:
     except tomllib.TOMLDecodeError:
         pass
     raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML or "
-                     "registry, a DeepSpeed JSON, an Accelerate, LLM Foundry, torchtune or NeMo YAML, a Hugging Face "
-                     "config.json, a NeMo or Megatron-Bridge recipe)")
+                     "registry, a DeepSpeed JSON, an Accelerate, LLM Foundry, torchtune, NeMo Automodel or NeMo YAML, "
+                     "a Hugging Face config.json, a NeMo or Megatron-Bridge recipe)")
 
 
 def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "", entry: str = "") -> Reading:
@@ -138,7 +140,7 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
     reader = {"megatron": megatron_args.read, "deepspeed": deepspeed_json.read, "huggingface": hf_config.read,
               "nemo": nemo_yaml.read, "nemo2": nemo2_recipe.read, "accelerate": accelerate_yaml.read,
               "finetune": finetune_yaml.read, "llm-foundry": foundry_yaml.read,
-              "torchtune": torchtune_yaml.read,
+              "torchtune": torchtune_yaml.read, "automodel": automodel_yaml.read,
               "deepspeed-setup": deepspeed_json.read_setup, "torch-script": torch_script.read,
               "torchtitan": lambda t, n: (torchtitan_registry.read(t, n, command, entry, gpus) if python
                                           else torchtitan_toml.read(t, n, gpus=gpus)),
