@@ -52,3 +52,16 @@ def test_sizes_refusals_and_an_fp32_master():
         check([("q.yaml", QWEN + "peft:\n  dim: 8\n")])
     with pytest.raises(InputError, match="'acme/x' is not a hub id"):
         check([("q.yaml", QWEN.replace("Qwen/Qwen3-30B-A3B", "acme/x"))])
+
+
+def test_hub_ids_resolve_to_presets_or_known_shapes():
+    # a -Base id is the same shape as its preset; Llama 3.2 and the small Qwen3 sizes are published shapes (the
+    # flavors torchtitan spells out), read as custom models (core.configs.hub)
+    raw = check([("q.yaml", QWEN.replace("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B-Base"))], {}).reading.raw
+    assert raw["model"] == "qwen3-30b-a3b"
+    small = QWEN.replace("Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.2-1B").replace("  ep_size: 8\n", "  ep_size: 1\n")
+    raw = check([("l.yaml", small)], {}).reading.raw
+    assert (raw["model"], raw["layers"], raw["hidden"], raw["kv_heads"], raw["tied"]) == ("custom", "16", "2048", "8",
+                                                                                        "true")
+    raw = check([("q.yaml", small.replace("meta-llama/Llama-3.2-1B", "Qwen/Qwen3-4B-Base"))], {}).reading.raw
+    assert (raw["layers"], raw["hidden"], raw["qk_norm"]) == ("36", "2560", "true")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from core.configs import hub
 from core.configs import model as model_of
 from core.configs.account import Reading, yaml_object
 from core.configs.bridge_recipe import hub_preset
@@ -68,20 +69,16 @@ def read(text: str, source: str = "recipe.yaml") -> Reading:
 
 def _model(model: dict, r: Reading) -> None:
     config = model.get("config")
-    hub = str(model.get("pretrained_model_name_or_path") or (config.get("pretrained_model_name_or_path")
-                                                             if isinstance(config, dict) else "") or "")
-    key = hub_preset(hub) or hub_preset("/".join(hub.rstrip("/").split("/")[-2:]))
-    if not key:
-        raise InputError(f"model.pretrained_model_name_or_path: {hub[:60]!r} is not a hub id the checker maps to a "
-                         "preset; give the model's config.json with the file, or --model")
-    if key == "deepseek-v3":  # Automodel builds no MTP depth: the shape without it (torchtitan's 671B flavor)
+    hub_id = str(model.get("pretrained_model_name_or_path") or (config.get("pretrained_model_name_or_path")
+                                                                if isinstance(config, dict) else "") or "")
+    if hub_preset(hub_id) == "deepseek-v3":  # Automodel builds no MTP depth: the shape without it (torchtitan's)
         arch, src = flavor("deepseek_v3", "671B")
-        r.read("model.pretrained_model_name_or_path", hub, {}, f"DeepSeek-V3 without the multi-token prediction "
+        r.read("model.pretrained_model_name_or_path", hub_id, {}, f"DeepSeek-V3 without the multi-token prediction "
                f"depth Automodel's model does not build ({src})")
         model_of.settle(r, arch)
-    else:
-        r.read("model.pretrained_model_name_or_path", hub, {"model": key}, f"model = {key} (the Hugging Face "
-               "model's architecture)")
+    elif not hub.read(hub_id, "model.pretrained_model_name_or_path", r):
+        raise InputError(f"model.pretrained_model_name_or_path: {hub_id[:60]!r} is not a hub id the checker maps to "
+                         "a preset; give the model's config.json with the file, or --model")
     backend = model.get("backend") if isinstance(model.get("backend"), dict) else {}
     dispatcher = str(backend.get("dispatcher", ""))
     if dispatcher in ("deepep", "hybridep"):

@@ -129,8 +129,8 @@ def _gpus(name: str, launch: dict, given: int, r: Reading) -> None:
 
 
 def hub_preset(hub: str) -> str | None:
-    """The planner's preset of a Hugging Face hub id (an -Instruct or -hf id is the same shape), or None."""
-    bare = re.sub(r"-(instruct|hf)$", "", hub.lower())
+    """The planner's preset of a Hugging Face hub id (an -Instruct, -Base or -hf id is the same shape), or None."""
+    bare = re.sub(r"-(instruct|hf|base)$", "", hub.lower())
     return next((k for pattern, k in HF_MODELS if re.fullmatch(pattern, bare)), None)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+from core.configs import hub
 from core.configs.account import Reading, yaml_object
-from core.configs.bridge_recipe import hub_preset
 from core.errors import InputError
 
 STAGE_NO = {"dpo", "kto", "ppo", "rm", "orpo", "simpo", "grpo"}
@@ -81,10 +81,7 @@ def _method(data: dict, axolotl: bool) -> None:
 
 
 def _model(name: str, r: Reading) -> None:
-    key = hub_preset(name) or hub_preset("/".join(name.rstrip("/").split("/")[-2:]))
-    if key:
-        r.read("model", name, {"model": key}, f"model = {key} (the Hugging Face model's architecture)")
-    else:
+    if not hub.read(name, "model", r):
         r.unsupported("model", name, "not a hub id the checker maps to a preset: give the model's config.json with "
                       "the file, or --model")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from core.configs import hub
 from core.configs import model as model_of
 from core.configs.account import Reading, yaml_object
-from core.configs.bridge_recipe import hub_preset
 from core.cost import releases
 from core.errors import InputError
 
@@ -118,13 +118,10 @@ def _lookup(data: dict, path: str) -> object:
 def _model(model: dict, r: Reading) -> None:
     name = str(model.get("name"))
     if name == "hf_causal_lm":
-        hub = str(model.pop("pretrained_model_name_or_path", ""))
-        key = hub_preset(hub) or hub_preset("/".join(hub.rstrip("/").split("/")[-2:]))
-        if not key:
-            raise InputError(f"model.pretrained_model_name_or_path: {hub[:60]!r} is not a hub id the checker maps to "
-                             "a preset; give the model's config.json with the file")
-        r.read("model.pretrained_model_name_or_path", hub, {"model": key}, f"model = {key} (the Hugging Face model's "
-               "architecture)")
+        hub_id = str(model.pop("pretrained_model_name_or_path", ""))
+        if not hub.read(hub_id, "model.pretrained_model_name_or_path", r):
+            raise InputError(f"model.pretrained_model_name_or_path: {hub_id[:60]!r} is not a hub id the checker maps "
+                             "to a preset; give the model's config.json with the file")
         flash = model.pop("use_flash_attention_2", None)
         if flash is not None:
             r.read("model.use_flash_attention_2", flash, {"flash": bool(flash)})
