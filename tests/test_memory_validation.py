@@ -220,3 +220,16 @@ def test_each_rows_settings_are_what_the_planner_runs():
             assert sw.get("optimizer_dtype", "fp32") == st["optimizer_state_dtype"], key
         if "attention" in st:
             assert row["model"].get("flash", False) == (st["attention"] == "flash"), key
+
+
+def test_torchtune_single_gpu_rows_are_pure_bf16():
+    # torchtune builds Llama 3.2 3B in bf16 and steps it with no fp32 master; its README's packed rows (eager and
+    # compiled layers, the loss eager in both: compile_loss's result is dropped) read within 0.5 %; counted with an
+    # fp32 master and fp32 moments (12 bytes per parameter more, 38 GB) the runs would not fit the A100 they ran on
+    rows = {r["key"]: r for r in memory_validation.data()["rows"] if r["source"] == "torchtune_readme"}
+    assert set(rows) == {"tune-3b-packed", "tune-3b-packed-compile"}
+    for key, err in (("tune-3b-packed", -0.005), ("tune-3b-packed-compile", -0.001)):
+        got = memory_validation.memory_row(rows[key])
+        assert got["error"] == pytest.approx(err, abs=0.003) and got["kind"] == "active", key
+        mixed = dict(rows[key], software={**rows[key]["software"], "optimizer_dtype": "fp32"})
+        assert memory_validation.memory_row(mixed)["unmatched"].startswith("does not fit")

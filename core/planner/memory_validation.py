@@ -32,7 +32,9 @@ from core.units import GB, GIB
 
 LAYOUT_AXES = ("t", "p", "d", "cp", "ep")  # the parallel groups, each an NCCL communicator (framework_terms.groups)
 
-KINDS = ("allocated", "reserved", "device")  # torch.cuda max_memory_allocated / max_memory_reserved / nvidia-smi
+KINDS = ("allocated", "active", "reserved", "device")  # torch.cuda max_memory_allocated; memory_stats
+# active_bytes.all.peak (blocks tensors hold: the allocated bytes rounded up to 512-byte blocks, compared as allocated);
+# max_memory_reserved; nvidia-smi
 DEVICES = ("fullest", "first", "last", "rank0")  # rank0: global rank 0, the first stage (any rank without a pipeline)
 UNITS = {"GiB": GIB, "GB": GB, "MiB": float(1 << 20), "bytes": 1.0}
 MODELLED = "modelled"
