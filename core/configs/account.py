@@ -19,6 +19,8 @@ import yaml
 from core.errors import InputError
 
 KINDS = ("read", "no effect", "unsupported", "assumed")
+ADAPTERS = ("fine-tuning (frozen base weights, small trainable adapters) is not modelled: the planner counts "
+            "full-parameter training")  # what every reader says of a LoRA / QLoRA / frozen run
 MAX_FIELDS = 4000  # a config with more fields than this is not a training config (bounded work and output)
 MAX_PY_LINES = 20_000  # Python read as a syntax tree: a NeMo recipe is ~400 lines and ~15 KB, the planner's script
 MAX_PY_BYTES = 300_000  # ~30 KB; parsing 300 KB of dense literals takes ~0.3 s here, 800 KB ~4 s (not linear)

@@ -14,7 +14,7 @@ import math
 
 from core.configs import hub
 from core.configs import model as model_of
-from core.configs.account import Reading, yaml_object
+from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.configs.bridge_recipe import hub_preset
 from core.configs.foundry_yaml import resolve
 from core.configs.torchtitan_flavors import flavor
@@ -42,8 +42,7 @@ def read(text: str, source: str = "recipe.yaml") -> Reading:
     data = resolve(yaml_object(text, source, is_automodel, "a NeMo Automodel recipe (a nemo_automodel model and a "
                                "step_scheduler)"))
     if data.get("peft"):
-        raise InputError("peft: LoRA fine-tuning (frozen base weights, small trainable adapters) is not modelled: "
-                         "the planner counts full-parameter training")
+        raise InputError(f"peft: LoRA {ADAPTERS}")
     r = Reading("automodel", "torch", source=source)
     model = dict(data.pop("model"))
     _model(model, r)

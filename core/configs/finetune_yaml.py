@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from core.configs import hub
-from core.configs.account import Reading, yaml_object
+from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.errors import InputError
 
 STAGE_NO = {"dpo", "kto", "ppo", "rm", "orpo", "simpo", "grpo"}
@@ -72,8 +72,7 @@ def _method(data: dict, axolotl: bool) -> None:
     """Full-parameter pre-training or fine-tuning only."""
     kind = str(data.pop("adapter", "") or "") if axolotl else str(data.pop("finetuning_type", "full"))
     if (axolotl and kind) or (not axolotl and kind != "full"):
-        raise InputError(f"{kind[:20]} fine-tuning (frozen base weights, small trainable adapters) is not modelled: "
-                         "the planner counts full-parameter training")
+        raise InputError(f"{kind[:20]} {ADAPTERS}")
     stage = str(data.pop("stage", "sft"))
     if stage in STAGE_NO or (axolotl and data.get("rl")):
         raise InputError(f"stage {stage if not axolotl else data.get('rl')!s:.20}: a reference or reward model "

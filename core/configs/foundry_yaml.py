@@ -12,7 +12,7 @@ import re
 
 from core.configs import hub
 from core.configs import model as model_of
-from core.configs.account import Reading, yaml_object
+from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.cost import releases
 from core.errors import InputError
 
@@ -54,8 +54,7 @@ def is_foundry(data: object) -> bool:
 def read(text: str, source: str = "train.yaml") -> Reading:
     data = resolve(yaml_object(text, source, is_foundry, "an LLM Foundry train YAML (model.name and a batch)"))
     if data.get("peft_config") or (data.get("model") or {}).get("peft_config"):
-        raise InputError("peft_config: LoRA fine-tuning (frozen base weights, small trainable adapters) is not "
-                         "modelled: the planner counts full-parameter training")
+        raise InputError(f"peft_config: LoRA {ADAPTERS}")
     r = Reading("llm-foundry", "torch", source=source)
     r.read("(engine)", "Composer", {"memory_framework": "torch", "grad_accum_fusion": False,
                                     "release": releases.base()},

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from core.configs import model as model_of
-from core.configs.account import Reading, yaml_object
+from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.configs.foundry_yaml import resolve
 from core.configs.torchtitan_flavors import flavor
 from core.cost import releases
@@ -76,8 +76,7 @@ def read(text: str, source: str = "config.yaml") -> Reading:
 def _refuse(data: dict) -> None:
     builder = str(data["model"].get("_component_", ""))
     if "lora" in builder.rsplit(".", 1)[-1]:
-        raise InputError(f"model: {builder.rsplit('.', 1)[-1][:40]}: LoRA / QLoRA fine-tuning (frozen base weights, "
-                         "small trainable adapters) is not modelled: the planner counts full-parameter training")
+        raise InputError(f"model: {builder.rsplit('.', 1)[-1][:40]}: LoRA / QLoRA {ADAPTERS}")
     if "quantizer" in data:
         raise InputError("quantizer: quantization-aware training (fake-quantized weights and activations) is not "
                          "modelled")
