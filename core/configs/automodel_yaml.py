@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from core.configs import hub
+from core.configs import hub, torchtitan_toml
 from core.configs import model as model_of
 from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.configs.bridge_recipe import hub_preset
@@ -22,8 +22,8 @@ from core.errors import InputError
 from core.model import presets
 
 STRATEGIES = {"fsdp2": 3, "megatron_fsdp": 3, "ddp": 0}
-SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "gpipe": "gpipe", "looped_bfs": "interleaved",
-             "interleavedzerobubble": "interleaved", "zbvzerobubble": "zbv", "dualpipev": "dualpipev"}
+# Automodel's pp_schedule names are PyTorch pipelining's (torch.distributed.pipelining), as torchtitan's, in lower case
+SCHEDULES = {name.lower(): key for name, key in torchtitan_toml.SCHEDULES.items()}
 GPUS_PER_NODE = 8  # the DGX servers Automodel's benchmark tables ran on; `benchmark.num_nodes` counts them
 NO_EFFECT = {"recipe", "seed", "dist_env", "checkpoint", "dataloader", "validation_dataset", "validation_dataloader",
              "lr_scheduler", "wandb", "mlflow", "ci", "clip_grad_norm", "auto_resume", "rng", "tokenizer",
@@ -150,9 +150,9 @@ def _pipeline(pipeline: dict, pp: int, r: Reading) -> None:
     schedule = str(pipeline.get("pp_schedule", "1f1b")).lower()
     if schedule not in SCHEDULES:
         r.unsupported("distributed.pipeline.pp_schedule", schedule, "not a schedule the simulator runs; 1F1B taken")
-    sets = {"schedule": SCHEDULES.get(schedule, "1f1b")}
+    sets = {"schedule": SCHEDULES.get(schedule, SCHEDULES["1f1b"])}
     per_stage = pipeline.get("layers_per_stage")
-    if sets["schedule"] != "1f1b" and isinstance(per_stage, int) and per_stage > 0:
+    if sets["schedule"] not in (SCHEDULES["1f1b"], SCHEDULES["gpipe"]) and isinstance(per_stage, int) and per_stage > 0:
         layers = _layers(r)
         if layers:
             stages = math.ceil(layers / per_stage)
