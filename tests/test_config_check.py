@@ -11,6 +11,7 @@ import pytest
 from core.cli import main
 from core.cli import plan as plan_cli
 from core.configs.check import check
+from core.configs.formats import detect
 from core.errors import InputError
 from core.model import presets
 
@@ -276,3 +277,10 @@ def test_a_multimodal_config_is_read_from_its_text_config():
     ones = {**cfg["text_config"], "interleave_moe_layer_step": 1}
     entries = check([("config.json", json.dumps(ones))], {"gpus": "8"}).reading.entries
     assert any(e.kind == "no effect" and e.name == "interleave_moe_layer_step" for e in entries)
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.suffix == ".yaml"], ids=lambda p: p.name)
+def test_a_yaml_pasted_without_a_file_name_is_read_as_its_file(path):
+    # the Planner page's text area names its text "pasted": a YAML is recognised by its content, not its extension
+    text = path.read_text()
+    assert detect("pasted", text) == detect(path.name, text)

@@ -19,7 +19,8 @@ SUBCOMMANDS = {
     "activations": ("core.cli.activations", "activation memory per GPU (Korthikanti et al.)"),
     "equivalence": ("core.cli.equivalence", "sharded Adam vs replicated Adam, bit for bit"),
     "plan": ("core.cli.plan", "enumerate and rank t x p x d layouts"),
-    "check": ("core.cli.check", "read a run's config (Megatron-LM, torchtitan, DeepSpeed, NeMo, HF) and evaluate it"),
+    "check": ("core.cli.check", "read a run's config (Megatron-LM, torchtitan, DeepSpeed, NeMo, Megatron-Bridge, HF, "
+                                "Accelerate, LLM Foundry, torchtune, NeMo Automodel, ...) and evaluate it"),
     "model": ("core.cli.model", "a model's architecture, total and active parameter counts"),
     "validate": ("core.cli.validate", "step time (or --memory: memory per GPU) against published and measured runs"),
 }

@@ -98,11 +98,7 @@ def detect(name: str, text: str) -> str:
     if low.endswith(".toml"):
         return "torchtitan"
     if low.endswith((".yaml", ".yml")):
-        data = _yaml(text)
-        return "megatron-bridge" if bridge_yaml.is_container(data) else "accelerate" if \
-            accelerate_yaml.is_accelerate(data) else "finetune" if finetune_yaml.is_finetune(data) else \
-            "llm-foundry" if foundry_yaml.is_foundry(data) else "torchtune" if torchtune_yaml.is_torchtune(data) else \
-            "automodel" if automodel_yaml.is_automodel(data) else "nemo"
+        return _yaml_kind(_yaml(text)) or "nemo"
     if torchtitan_registry.is_registry(text):
         return "torchtitan"
     if bridge_recipe.is_recipe(text):
@@ -128,6 +124,11 @@ def detect(name: str, text: str) -> str:
             return "torchtitan"
     except tomllib.TOMLDecodeError:
         pass
+    pasted = _yaml(text) if ":" in text else None  # YAML pasted without a file name
+    if isinstance(pasted, dict):
+        kind = _yaml_kind(pasted) or ("nemo" if isinstance(pasted.get("model"), dict) and "trainer" in pasted else "")
+        if kind:
+            return kind
     raise InputError(f"{name}: not a config the checker reads (a Megatron-LM command or script, a torchtitan TOML or "
                      "registry, a DeepSpeed JSON, an Accelerate, LLM Foundry, torchtune, NeMo Automodel or NeMo YAML, "
                      "a Hugging Face config.json, a NeMo or Megatron-Bridge recipe)")
@@ -152,6 +153,16 @@ def _read_one(name: str, text: str, kind: str, gpus: int = 0, command: str = "",
         raise
     except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:  # a value of the wrong kind somewhere
         raise InputError(f"{name}: a value the importer cannot read ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _yaml_kind(data: object) -> str:
+    """Which YAML reader a parsed YAML needs ("" when no reader recognises it)."""
+    for kind, fits in (("megatron-bridge", bridge_yaml.is_container), ("accelerate", accelerate_yaml.is_accelerate),
+                       ("finetune", finetune_yaml.is_finetune), ("llm-foundry", foundry_yaml.is_foundry),
+                       ("torchtune", torchtune_yaml.is_torchtune), ("automodel", automodel_yaml.is_automodel)):
+        if fits(data):
+            return kind
+    return ""
 
 
 def _yaml(text: str) -> object:

@@ -1,6 +1,6 @@
 """The Planner page's "Check a run you have": paste or upload a config (Megatron-LM script, torchtitan TOML or
-registry, Megatron-Bridge recipe, DeepSpeed JSON with config.json, NeMo YAML), see its row and every field's
-account, open it as planner inputs.
+registry, Megatron-Bridge recipe, DeepSpeed JSON with config.json, a framework's run YAML), see its row and every
+field's account, open it as planner inputs.
 The numbers and words are core's (core.views.config_check, as `python -m core check` prints them); a file is not
 part of the page's link, the inputs it sets are."""
 
@@ -30,8 +30,8 @@ def checked(files: tuple[tuple[str, bytes], ...], overrides: str) -> CheckView:
 def check_section() -> None:
     with st.expander("Check a run you have: paste or upload its config"):
         st.caption("A Megatron-LM command or launch script, a torchtitan TOML or Python config registry, a "
-                   "Megatron-Bridge recipe, a LLaMA-Factory or Axolotl YAML, a DeepSpeed JSON or an Accelerate YAML "
-                   "(with the model's Hugging Face "
+                   "Megatron-Bridge recipe, a LLaMA-Factory, Axolotl, LLM Foundry, torchtune or NeMo Automodel YAML, "
+                   "a DeepSpeed JSON or an Accelerate YAML (with the model's Hugging Face "
                    "config.json), a Hugging Face config.json, a NeMo 1 YAML, or this planner's PyTorch script. A "
                    "registry or recipe file with several runs: paste the launch command that names one (CONFIG=NAME "
                    "./run_train.sh ..., "
