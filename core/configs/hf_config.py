@@ -122,6 +122,29 @@ def _qk_norm(data: dict, family: str, arch: dict[str, object], r: Reading) -> No
         r.read("model_type", family, {}, "qk_norm = true (the family normalises q and k)")
 
 
+def _window(data: dict, family: str, arch: dict[str, object], r: Reading) -> None:
+    """Sliding-window attention: the window (sliding_window, unless use_sliding_window is false) and the share of
+    the layers that use it: layer_types where given (GPT-OSS, Gemma 2 / 3 since 2025), else Gemma 3's
+    sliding_window_pattern N (N - 1 of every N), Gemma 2's every other layer, or every layer (Mistral v0.1)."""
+    window, use = data.pop("sliding_window", None), data.pop("use_sliding_window", None)
+    types, pattern = data.pop("layer_types", None), data.pop("sliding_window_pattern", None)
+    if not window or use is False or not isinstance(window, int) or isinstance(window, bool):
+        if window is not None or use is not None:
+            r.no_effect("sliding_window / use_sliding_window", f"{window} / {use}", "sliding windows are off")
+        return
+    if isinstance(types, list) and types:
+        share = sum(str(t).startswith("sliding") for t in types) / len(types)
+        how = f"layer_types: {share:.3g} of the layers"
+    elif isinstance(pattern, int) and pattern > 0:
+        share, how = (pattern - 1) / pattern, f"sliding_window_pattern {pattern}: {pattern - 1} of every {pattern}"
+    elif family == "gemma2":
+        share, how = 0.5, "Gemma 2 alternates windowed and full layers"
+    else:
+        share, how = 1.0, "every layer"
+    arch["window"], arch["window_share"] = window, round(share, 6)
+    r.read("sliding_window", window, {}, f"window = {window} tokens in {how}")
+
+
 def _moe_step(data: dict, arch: dict[str, object], r: Reading) -> None:
     """Experts every k-th layer (Qwen2-MoE decoder_sparse_step, DeepSeek moe_layer_freq, Llama 4
     interleave_moe_layer_step): 1 is every layer; another k is not an input yet, and the file is told so."""
@@ -175,11 +198,7 @@ def _shape(data: dict, family: str, arch: dict[str, object], r: Reading) -> None
             value = data.pop(key)
             r.read(key, value, {"dropout": bool(value)})
     _moe_step(data, arch, r)
-    window, use = data.pop("sliding_window", None), data.pop("use_sliding_window", None)
-    if window and use is not False:
-        r.unsupported("sliding_window", window, "sliding-window attention is counted as full causal attention")
-    elif window is not None or use is not None:
-        r.no_effect("sliding_window / use_sliding_window", f"{window} / {use}", "sliding windows are off")
+    _window(data, family, arch, r)
     if "kv_heads" not in arch and "heads" in arch:
         arch["kv_heads"] = arch["heads"]
     if not arch.get("kv_lora_rank"):

@@ -239,6 +239,7 @@ def _model(flags: dict[str, str], r: Reading) -> dict[str, object]:
     elif qk_norm:
         arch["qk_norm"] = True
         r.read("--qk-layernorm", "true", {}, "qk_norm = true (q and k normalised per head: their norms' inputs kept)")
+    _window(flags, arch, r)
     if mla:
         r.read("--multi-latent-attention", "true", {}, "multi-head latent attention (needs --kv-lora-rank)")
         if arch.pop("head_dim", None) is not None:  # MLA's head sizes are --qk-head-dim / --v-head-dim
@@ -294,6 +295,28 @@ def _vocab_and_kernels(flags: dict[str, str], arch: dict[str, object], r: Readin
     r.raw["flash"] = "true" if flash else "false"
     r.read("--attention-backend", backend or "default auto", {},
            f"flash = {'true' if flash else 'false'} (Transformer Engine picks a fused kernel under auto)")
+
+
+def _window(flags: dict, arch: dict, r: Reading) -> None:
+    """--window-size "w,0" (Transformer Engine's (left, right) window: w keys back) in every layer, or with
+    --window-attn-skip-freq N one full layer after N - 1 windowed ones (a list pattern: its share of 1s)."""
+    size = _pop(flags, "window-size")
+    if not size:
+        return
+    left = size.strip("()[] ").split(",")[0].strip()
+    if not left.isdigit() or int(left) <= 0:
+        r.unsupported("--window-size", size, "not a (left, right) window of whole tokens; full attention counted")
+        return
+    skip = _pop(flags, "window-attn-skip-freq")
+    share = 1.0
+    if skip and skip.isdigit() and int(skip) > 0:
+        share = (int(skip) - 1) / int(skip)
+    elif skip:
+        pattern = re.findall(r"[01]", skip.split("*")[0])
+        share = pattern.count("1") / len(pattern) if pattern else 1.0
+    arch["window"], arch["window_share"] = int(left), round(share, 6)
+    r.read("--window-size", size, {}, f"window = {left} tokens in {share:.3g} of the layers"
+           + (f" (--window-attn-skip-freq {skip})" if skip else ""))
 
 
 def _moe_layers(flags: dict[str, str], arch: dict[str, object], r: Reading) -> None:

@@ -14,9 +14,9 @@ from core.params.model import MODEL
 
 ARCH_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "mlp", "tied", "experts", "top_k",
              "shared_experts", "expert_ffn", "dense_layers", "mtp_layers", "kv_lora_rank", "q_lora_rank",
-             "qk_head_dim", "qk_rope_dim", "v_head_dim", "parallel", "qk_norm")
+             "qk_head_dim", "qk_rope_dim", "v_head_dim", "parallel", "qk_norm", "window", "window_share")
 _COMPARED = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied", "mtp_layers", "parallel_block",
-             "qk_norm")
+             "qk_norm", "window", "window_share")
 
 
 def settle(reading: Reading, arch: dict[str, object]) -> None:

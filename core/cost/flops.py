@@ -33,7 +33,7 @@ import numpy as np
 
 from core.cost import comm
 from core.errors import InputError
-from core.model.counts import attention_core_width, matmul_params_per_layer
+from core.model.counts import attention_core_width, matmul_params_per_layer, score_share
 
 if TYPE_CHECKING:
     from core.model.config import ModelConfig
@@ -123,7 +123,8 @@ def layer_flops(model: ModelConfig, micro_batch_size, recompute="none", attentio
     full, selective = _recompute_masks(recompute)
     tokens = np.asarray(micro_batch_size, dtype=float) * model.seq
     matmul = 2 * matmul_params_per_layer(model)                  # active weights of an average layer
-    scores = 4.0 * model.seq * attention_core_width(model) * np.asarray(attention, dtype=float)  # QK^T, softmax x V
+    scores = (4.0 * model.seq * attention_core_width(model) * score_share(model)  # QK^T, softmax x V
+              * np.asarray(attention, dtype=float))
     forward = matmul + scores
     extra = np.where(full, forward, np.where(selective, scores, 0.0))
     return tokens * (3 * forward + extra)
@@ -145,7 +146,7 @@ def convention_flops(model: ModelConfig, sequences, convention: str):
     c = CONVENTIONS[convention]
     if c.form == "6N":
         tokens = np.asarray(sequences, dtype=float) * model.seq
-        scores = 12.0 * model.layers * model.seq * attention_core_width(model) * c.attention
+        scores = 12.0 * model.layers * model.seq * attention_core_width(model) * score_share(model) * c.attention
         return tokens * (6.0 * model.params_active + scores)
     return training_flops(model, sequences, c.recompute, c.attention)
 

@@ -34,7 +34,7 @@ from core.cost.gemm import flash_time, gemm_time, stream_time
 from core.cost.rates import Rates
 from core.cost.step_input import Layouts
 from core.model.config import ModelConfig
-from core.model.counts import attention_params
+from core.model.counts import attention_params, window_ratio
 from core.params.memory import RECOMPUTE_MODULES_DEFAULT
 
 PHASES = ("F", "B", "W", "R")  # a layer's times also carry "hidden" and "overlap" (what GEMMs can hide of TP comm),
@@ -150,6 +150,16 @@ def _mlp(model: ModelConfig, r: Rates, shape, tokens, t, fused: bool, moe: bool,
     return {"times": out, "grads": grads[0], "out_grads": grads[1]}
 
 
+def _attention_kinds(model: ModelConfig, keys) -> list[tuple[float, float, np.ndarray]]:
+    """(share of the layers, score work over a full causal layer's, keys a query tile sweeps) of the full-attention
+    layers and, with a sliding window, the windowed ones (counts.window_ratio; a tile sweeps at most the window)."""
+    if not model.window:
+        return [(1.0, 1.0, keys)]
+    windowed = float(model.window_share)
+    return [(1.0 - windowed, 1.0, keys),
+            (windowed, window_ratio(model.seq, model.window), np.minimum(keys, float(model.window)))]
+
+
 def _residual_bytes(model: ModelConfig, drop: float, forward: bool) -> float:
     """Bytes per s x b x h element of a layer's norms, residual adds and their dropouts (forward or backward).
 
@@ -190,8 +200,9 @@ def layer_times(model: ModelConfig, r: Rates, lay: Layouts, fabric: collective.F
     if model.flash_attention:
         work = 2.0 * b * q * s * model.heads * (qk + v) / t * r.flash_causal_share  # causal blocks only
         keys = s / cp  # each kernel call sweeps this rank's share of the keys (a ring step's chunk under CP)
-        out["F"]["attention"] += flash_time(r, work, keys)
-        out["B"]["attention"] += flash_time(r, 2.5 * work, keys)  # FlashAttention's backward recomputes the scores
+        for share, span, swept in _attention_kinds(model, keys):  # full layers; windowed ones, fewer keys a tile
+            out["F"]["attention"] += share * flash_time(r, span * work, swept)
+            out["B"]["attention"] += share * flash_time(r, 2.5 * span * work, swept)  # the backward recomputes scores
     else:
         scores = heads * q * s
         out["F"]["attention"] += (gemm_time(r, q, s, qk, heads) + gemm_time(r, q, v, s, heads)

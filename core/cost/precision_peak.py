@@ -10,14 +10,14 @@ MFU stays relative to the dense BF16 peak (the convention Llama 3 and DeepSeek r
 
 from __future__ import annotations
 
-from core.model.counts import attention_core_width, matmul_params_per_layer
+from core.model.counts import attention_core_width, matmul_params_per_layer, score_share
 
 
 def fp8_flop_share(model) -> float:
     """Share of a training step's FLOPs in FP8-able GEMMs: the layers' linear layers (active weights) among
     linear + attention core + output layer, per token (the 3x of the backward cancels)."""
     gemm = model.layers * 2.0 * matmul_params_per_layer(model)
-    attention = model.layers * 4.0 * model.seq * attention_core_width(model)
+    attention = model.layers * 4.0 * model.seq * attention_core_width(model) * score_share(model)
     logits = 2.0 * model.vocab * model.hidden
     return gemm / (gemm + attention + logits)
 

@@ -26,7 +26,7 @@ import numpy as np
 from core.cost import collective
 from core.cost.step_input import Layouts
 from core.memory.context_parallel import kv_chunk_bytes
-from core.model.counts import attention_core_width
+from core.model.counts import attention_core_width, score_share
 
 # (chunks sent per step, compute multiple of the forward block) for each pass over the ring
 FORWARD, BACKWARD = (1.0, 1.0), (2.0, 2.0)
@@ -72,7 +72,7 @@ def layer_time(model, lay: Layouts, fabric: collective.Fabric, flops_rate, cp_co
     steps = cp - 1.0
     inside = ~crosses_node(t, cp, fabric.gpus_per_node)
     send = collective.cost("send", chunk, 2, np.where(inside, 2, 1), fabric).seconds
-    flops = step_flops(seq, lay.micro_batch_size, attention_core_width(model), t, cp)
+    flops = step_flops(seq, lay.micro_batch_size, attention_core_width(model), t, cp) * score_share(model)
     work = flops / np.asarray(flops_rate, dtype=float)
     fwd = ring_passes(lay.recompute, share)
     total = steps * (fwd * FORWARD[0] * send + BACKWARD[0] * send)

@@ -110,6 +110,8 @@ class ModelConfig:
     h x (heads d), K and V h x (kv_heads d), the output projection (heads d) x h.
     qk_norm: q and k pass a norm over the head size before RoPE (Qwen3, OLMo 2, Gemma 3): 2 d weights per layer
     (4 d for LayerNorm), and the norms' inputs and statistics kept for the backward (core.frameworks).
+    window / window_share: sliding-window attention in that share of the layers (GPT-OSS, Gemma 2 / 3, Mistral):
+    fewer score FLOPs and a fused kernel's time (core.model.counts.score_share); no weights, no activations.
     """
 
     name: str
@@ -142,13 +144,15 @@ class ModelConfig:
     kv_channels: int = 0  # the head size as given (Megatron-LM's name; JSON / URL key head_dim); 0 = hidden // heads
     mtp_layers: int = 0  # multi-token prediction depths on the last stage (core.model.counts.mtp_params)
     qk_norm: bool = False  # q and k normalised per head before RoPE (Qwen3, OLMo 2; Megatron-LM --qk-layernorm)
+    window: int = 0  # sliding attention window in tokens, 0 = full causal attention (core.model.counts.score_share)
+    window_share: float = 1.0  # the share of the layers that use it
 
     def __post_init__(self) -> None:
         _text("name", self.name, 80)
         if not self.name.strip():
             raise InputError("name: must not be empty")
         _checked(self, MODEL, {k: k for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
-                                               "mtp_layers")} | {"kv_channels": "head_dim"})
+                                               "mtp_layers", "window", "window_share")} | {"kv_channels": "head_dim"})
         _choice("mlp", self.mlp, MODEL["mlp"].choices)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)

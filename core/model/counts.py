@@ -111,6 +111,24 @@ def attention_core_width(model):
     return model.heads * (mla.qk_head_dim + mla.qk_rope_dim + mla.v_head_dim) / 2.0
 
 
+def window_ratio(seq, window) -> float:
+    """A windowed causal layer's score work over a full causal one's: each of s queries sees min(i, w) keys, so
+    s w - w^2 / 2 against s^2 / 2, i.e. 2 x - x^2 with x = w / s (1 when the window covers the sequence)."""
+    x = min(float(window) / float(seq), 1.0) if window else 1.0
+    return 2.0 * x - x * x
+
+
+def score_share(model, seq=None) -> float:
+    """The attention score work (Q K^T and scores x V) of the average layer over a full causal attention's, at
+    `seq` tokens (the model's own by default): 1 without a sliding window. Every count of the s x s work (FLOPs,
+    the fused kernel's time) takes it from here."""
+    window = getattr(model, "window", 0)
+    if not window:
+        return 1.0
+    share = float(getattr(model, "window_share", 1.0))
+    return 1.0 - share + share * window_ratio(seq or model.seq, window)
+
+
 def breakdown(model) -> dict[str, float]:
     """Architecture parameter count by part. `experts` are the routed experts only (what expert parallelism
     spreads); shared experts and the router stay with the dense weights. `active` is what one token uses: every

@@ -128,7 +128,8 @@ def custom_model(raw: Mapping[str, Any], name: str = "custom") -> ModelConfig:
         name=name, layers=v["layers"], hidden=v["hidden"], heads=v["heads"], kv_heads=v["kv_heads"], ffn=v["ffn"],
         vocab=v["vocab"], seq=v["seq"], mlp=v["mlp"], tied=v["tied"], params_published=v["params"] or None, moe=moe,
         mla=mla, flash_attention=v["flash"], parallel_block=v["parallel"], kv_channels=v["head_dim"],
-        mtp_layers=v["mtp_layers"], qk_norm=v["qk_norm"], **custom_family(v["mlp"]),
+        mtp_layers=v["mtp_layers"], qk_norm=v["qk_norm"], window=v["window"], window_share=v["window_share"],
+        **custom_family(v["mlp"]),
     )
 
 

@@ -82,6 +82,16 @@ MODEL = table(
     Spec("parallel", "bool", False, label="Parallel attention + MLP",
          help="GPT-J / GPT-NeoX / PaLM blocks: attention and MLP read the same normed input and add to one residual "
               "branch (one norm per layer); with tensor parallelism one all-reduce per block forward, not two."),
+    Spec("window", "int", 0, 0, 1 << 20, label="Sliding attention window", unit="tokens",
+         help="Sliding-window attention: each query attends to the last `window` keys only in the windowed layers "
+              "(GPT-OSS: 128 in every other layer; Gemma 2: 4,096 in every other; Gemma 3: 1,024 in five of six; "
+              "Mistral 7B v0.1: 4,096 in all; Hugging Face sliding_window, Megatron-LM --window-size). A fused "
+              "kernel skips the keys outside the window (less attention time and FLOPs); an eager attention still "
+              "computes and stores the whole s x s scores and masks them. 0 = full causal attention everywhere."),
+    Spec("window_share", "float", 1.0, 0.0, 1.0, label="Share of layers windowed",
+         help="The share of the layers that use the sliding window when `window` is set (GPT-OSS and Gemma 2: 0.5; "
+              "Gemma 3: 5/6; Hugging Face layer_types, Megatron-LM --window-attn-skip-freq N = 1 - 1/N); the rest "
+              "attend to every earlier token."),
     Spec("qk_norm", "bool", False, label="QK norm",
          help="q and k normalised per head before rotary positions (Qwen3, OLMo 2, Gemma 3; Megatron-LM "
               "--qk-layernorm, Hugging Face q_norm / k_norm): the norms' inputs and statistics are kept for the "

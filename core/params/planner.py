@@ -39,7 +39,8 @@ _CHOICE_ALL = "all"
 
 _custom_model = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params", "mlp", "tied",
                  "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "parallel", "qk_norm",
-                 "mtp_layers", "kv_lora_rank", "q_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim")
+                 "window", "window_share", "mtp_layers", "kv_lora_rank", "q_lora_rank", "qk_head_dim", "qk_rope_dim",
+                 "v_head_dim")
 # Model inputs that apply to a preset too (a custom model takes them with the fields above).
 _any_model = ("depth", "flash", "dropout")
 FLASH = Spec("flash", "choice", "auto", choices=("auto", "true", "false"), label="Flash attention",
@@ -428,6 +429,8 @@ class PlannerParams:
     tied: bool = PLAN["tied"].default
     parallel: bool = PLAN["parallel"].default
     qk_norm: bool = PLAN["qk_norm"].default
+    window: int = PLAN["window"].default
+    window_share: float = PLAN["window_share"].default
     depth: int = PLAN["depth"].default
     flash: str = PLAN["flash"].default
     dropout: str = PLAN["dropout"].default
@@ -558,7 +561,8 @@ ARCH_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "k
               "head_dim": "--head-dim", "ffn": "--ffn", "vocab": "--vocab", "params": "--params", "mlp": "--mlp",
               "experts": "--experts", "top_k": "--top-k", "shared_experts": "--shared-experts",
               "expert_ffn": "--expert-ffn", "dense_layers": "--dense-layers", "parallel": "--parallel",
-              "qk_norm": "--qk-norm", "mtp_layers": "--mtp-layers", "kv_lora_rank": "--kv-lora-rank",
+              "qk_norm": "--qk-norm", "window": "--window", "window_share": "--window-share",
+              "mtp_layers": "--mtp-layers", "kv_lora_rank": "--kv-lora-rank",
               "q_lora_rank": "--q-lora-rank",
               "qk_head_dim": "--qk-head-dim", "qk_rope_dim": "--qk-rope-dim", "v_head_dim": "--v-head-dim"}
 ANY_MODEL_FLAGS = {"depth": "--depth", "flash": "--flash", "dropout": "--dropout"}  # a preset takes these too

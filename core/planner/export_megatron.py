@@ -70,6 +70,8 @@ def megatron_args(layout: Layout) -> tuple[list[str], list[str]]:
         a.append("--disable-bias-linear")
     if m.qk_norm and m.mla is None:  # per-head q and k norms (Qwen3); with MLA the flag norms the latents instead
         a.append("--qk-layernorm")
+    if m.window:
+        a += _window_flags(m, notes)
     if m.embed_norm:
         notes.append("The layer norm after the embedding (BLOOM) has no Megatron-LM flag.")
     if not m.dropout:  # Megatron-LM's defaults are 0.1: without these the run keeps masks the row does not count
@@ -318,3 +320,19 @@ def megatron_export(layout: Layout) -> Export:
     head = (f"# Megatron-LM {layout.model.name}: t={layout.t} p={layout.p} d={layout.d}{extra} on {layout.n_gpus} "
             f"GPUs, {layout.schedule if layout.p > 1 else 'no pipeline'}\n")
     return Export(head + env + _shell(words + [entry] + args), tuple(launch_notes + notes))
+
+
+def _window_flags(m, notes: list[str]) -> list[str]:
+    """--window-size "w,0" and, for a share of windowed layers (N - 1) / N, --window-attn-skip-freq N."""
+    share = m.window_share
+    if share <= 0:
+        return []
+    out = ["--window-size", f"{m.window},0"]
+    if share < 1:
+        every = round(1.0 / (1.0 - share))
+        if every > 1 and abs((every - 1) / every - share) < 1e-6:
+            out += ["--window-attn-skip-freq", str(every)]
+        else:
+            notes.append(f"A windowed share of {share:.3g} is not (N - 1) / N: give --window-attn-skip-freq as a "
+                         "list pattern of your layers (1 windowed, 0 full).")
+    return out

@@ -68,7 +68,7 @@ def _model(spec: dict) -> dict[str, Any]:
             **{k: spec[k] for k in ("layers", "hidden", "heads", "vocab", "mlp")},
             "kv_heads": spec.get("kv_heads", spec["heads"]), "head_dim": spec.get("head_dim", 0),
             "ffn": spec.get("ffn", 4 * spec["hidden"]), "tied": spec.get("tied", True),
-            **{k: spec[k] for k in ("parallel", "qk_norm") if k in spec}}
+            **{k: spec[k] for k in ("parallel", "qk_norm", "window", "window_share") if k in spec}}
 
 
 def params_of(row: dict) -> PlannerParams:

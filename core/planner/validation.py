@@ -70,7 +70,8 @@ def _model(spec: dict) -> dict[str, Any]:
             "ffn": spec.get("ffn", 4 * h), "vocab": spec["vocab"],
             "seq": spec["seq"], "mlp": spec.get("mlp", "gelu"), "tied": spec.get("tied", True),
             "flash": "true" if spec.get("flash", False) else "false", "parallel": spec.get("parallel", False),
-            "qk_norm": spec.get("qk_norm", False), **moe}
+            "qk_norm": spec.get("qk_norm", False), **moe,
+            **{k: spec[k] for k in ("window", "window_share") if k in spec}}
 
 
 # What a row leaves open when its source does not state it: the planner searches these and keeps the fastest
