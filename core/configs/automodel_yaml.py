@@ -56,6 +56,7 @@ def read(text: str, source: str = "recipe.yaml") -> Reading:
     policy = dist.get("mp_policy") if isinstance(dist.get("mp_policy"), dict) else {}
     _precision(str(model.get("torch_dtype", "auto")), dict(data.pop("optimizer", None) or {}),
                str(policy.get("reduce_dtype", "float32")), r)
+    _loss(dict(data.pop("loss_fn", None) or {}), r)
     bench = data.pop("benchmark", None) or {}
     nodes = bench.get("num_nodes") if isinstance(bench, dict) else None
     if isinstance(nodes, int) and nodes > 0:
@@ -187,3 +188,18 @@ def _precision(dtype: str, optimizer: dict, reduce: str, r: Reading) -> None:
     if master and optimizer.get("store_param_remainders"):
         r.unsupported("optimizer.store_param_remainders", True, "the master kept as 16-bit remainders: 2 bytes per "
                       "parameter fewer than counted")
+
+
+def _loss(loss: dict, r: Reading) -> None:
+    """MaskedCrossEntropy upcasts the logits to fp32 unless fp32_upcast is false (then the 16-bit kernel);
+    FusedLinearCrossEntropy computes the loss chunk by chunk with no logits kept (the chunked kernel)."""
+    name = str(loss.get("_target_", "MaskedCrossEntropy")).rsplit(".", 1)[-1]
+    if name == "FusedLinearCrossEntropy":
+        kernel = "chunked"
+    elif name == "MaskedCrossEntropy":
+        kernel = "upcast" if loss.get("fp32_upcast", True) is not False else "bf16"
+    else:
+        r.unsupported("loss_fn._target_", name, "not a loss the checker knows; the framework's default counted")
+        return
+    r.read("loss_fn", f"{name}" + ("" if kernel != "bf16" else " (fp32_upcast false)"), {"loss": kernel})
+

@@ -53,6 +53,11 @@ KERNELS = {
                                                 "kernel with a bf16 gradient"),
     "fused": Loss(held=2.0, peak=2.0, source="Transformer Engine parallel_cross_entropy / Liger fused cross-entropy: "
                                              "the gradient is written into the bf16 logits in place"),
+    # F.cross_entropy on the 16-bit logits with no fp32 copy (NeMo Automodel's MaskedCrossEntropy(fp32_upcast=False)):
+    # measured on this machine with torch 2.13 (saved_tensors_hooks): log_softmax's bf16 output is the one tensor kept
+    "bf16": Loss(held=4.0, peak=6.0, source="F.cross_entropy(bf16 logits): log_softmax's bf16 output saved (2 bytes "
+                                            "per logit, measured) beside the bf16 logits the caller keeps; the "
+                                            "backward's bf16 gradient beside both"),
     # Megatron-LM's --cross-entropy-loss-fusion, impl native (its default; 'te' is refused at d98e8a6): the pieces of
     # core/fusions/fused_cross_entropy.py run under jit_fuser, torch.compile since torch 2.2 (core/jit.py), whose
     # functional graphs return the fp32 copy and exp_logits as separate buffers where the unfused path exponentiates

@@ -36,7 +36,7 @@ RECOMPUTE_MODULES_DEFAULT = ("core_attn", "mla_up_proj")
 WRAP_POLICIES = ("block", "min-params", "root-only")
 DS_ZERO2_FORMULAS = ("code", "docs")  # core.memory.deepspeed_estimate's revisions "current" and "legacy"
 ACCOUNTING_NAMES = ("textbook", "megatron", "deepspeed", "torch")  # core.frameworks.KEYS
-LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native", "chunked")  # core.frameworks.loss
+LOSS_KERNELS = ("auto", "upcast", "compiled", "fused", "native", "chunked", "bf16")  # core.frameworks.loss
 LOSS_CHUNKS = 8  # torchtitan ChunkedLossWrapper.Config.num_chunks default (components/loss.py, 2026)
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}  # a gradient buffer's bytes per value, by its precision
 GRAD_DTYPES = ("auto", *GRAD_BYTES)  # auto: the framework's own (core.frameworks)
@@ -177,7 +177,8 @@ ACTIVATIONS = table(
               "chunked: the output layer and the loss run a chunk of the tokens at a time, each chunk's backward "
               "right after its forward (torchtitan's ChunkedLossWrapper, its default loss since 2026, 8 chunks), "
               "so no logits are kept and the peak is one chunk's (the framework's own path, compiled with "
-              "torch.compile)."),
+              "torch.compile); bf16: the cross-entropy on the 16-bit logits with no fp32 copy (NeMo Automodel's "
+              "MaskedCrossEntropy with fp32_upcast false), log-softmax's 16-bit output kept beside the logits."),
     Spec("recompute_modules", "choices", RECOMPUTE_MODULES_DEFAULT, choices=RECOMPUTE_MODULES,
          label="Selective recompute modules (Megatron-LM)",
          help="What Megatron-LM's selective recompute re-runs (--recompute-modules): core_attn the attention core, "
