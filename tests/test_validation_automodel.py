@@ -16,7 +16,9 @@ ROWS = {r["key"]: r for r in validation.data()["rows"] if r["source"] == "automo
 
 def test_the_rows_are_the_tables_and_agree_with_themselves():
     assert set(ROWS) == {"am-qwen3-30b-a3b-8", "am-deepseek-v3-1024", "am-deepseek-v3-256", "am-kimi-k2-256",
-                         "am-llama3-70b-64"}
+                         "am-gpt-oss-20b-8", "am-gpt-oss-120b-64", "am-llama3-70b-64"}
+    # GPT-OSS 120B is kept unmatched: the table's EP column is '-' and today's YAML runs another layout
+    assert "layout that ran is not known" in ROWS["am-gpt-oss-120b-64"]["unmatched"]
     for r in ROWS.values():
         cells = [c.strip() for c in r["published"]["excerpt"].split("(columns")[0].strip(" |").split("|")]
         gpus, gbs, seq, step, tokens = (float(re.sub(r"[^\d.]", "", cells[i])) for i in (1, 2, 6, 14, 16))
@@ -25,10 +27,18 @@ def test_the_rows_are_the_tables_and_agree_with_themselves():
         assert r["role"] == "held-out" and r["software"]["optimizer_dtype"] == "pure-bf16"
 
 
-@pytest.mark.parametrize("key", sorted(ROWS))
-def test_every_run_fits_and_the_moe_ones_would_not_with_an_fp32_master(key):
+@pytest.mark.parametrize("key", sorted(k for k, r in ROWS.items() if not r.get("unmatched")))
+def test_the_runs_fit_and_the_moe_ones_would_not_with_an_fp32_master(key):
     q = validation.params_of(ROWS[key])
-    assert planner.plan(q).best()["fits"]
+    frame = planner.plan(q).frame
+    if key == "am-gpt-oss-20b-8":
+        # the one miss: 85.4 GB counted against the 85.0 the H100 offers, with PyTorch's eager block (fp32 norm
+        # copies) where Automodel runs Transformer Engine's norms; not called a fit
+        assert not frame["fits"].any()
+        counted = [float(m) for rs in frame["reasons"] for r in rs for m in re.findall(r"([\d.]+) GB per GPU", r)]
+        assert counted and min(counted) < 85.5
+        return
+    assert frame["fits"].any()
     mixed = planner.plan(replace(q, optimizer_dtype="fp32"))
     if validation._is_moe(ROWS[key]):  # 16 bytes per expert parameter where EP leaves few ranks to shard them
         assert mixed.frame.empty or not mixed.frame["fits"].any()
@@ -37,6 +47,6 @@ def test_every_run_fits_and_the_moe_ones_would_not_with_an_fp32_master(key):
 def test_step_time_errors_as_held_out():
     got = validation.step_rows(keep=lambda r: r["source"] == "automodel_perf").set_index("key")["error"]
     want = {"am-qwen3-30b-a3b-8": 0.256, "am-deepseek-v3-1024": 0.059, "am-deepseek-v3-256": 0.255,
-            "am-kimi-k2-256": 0.087, "am-llama3-70b-64": -0.070}
+            "am-kimi-k2-256": 0.087, "am-gpt-oss-20b-8": -0.202, "am-llama3-70b-64": -0.070}
     for key, err in want.items():
         assert got[key] == pytest.approx(err, abs=0.01), key
