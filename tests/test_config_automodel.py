@@ -27,6 +27,7 @@ def test_the_qwen3_moe_benchmark_recipe_reads_to_its_validation_row():
         == ("8", "1", "3", "full", "deepep", "true")
     # Automodel builds the model in bf16 and FSDP2 keeps those shards; gradients reduced in fp32
     assert (raw["optimizer_dtype"], raw["grad_dtype"], raw["grad_reduce_bytes"]) == ("pure-bf16", "bf16", "4")
+    assert raw["loss"] == "bf16"  # MaskedCrossEntropy with fp32_upcast false
     row = next(r for r in validation.data()["rows"] if r["key"] == "am-qwen3-30b-a3b-8")
     assert done.row["fits"]
     assert done.row["step_time_s"] == pytest.approx(validation.step_row(row)["predicted_s"], rel=0.02)

@@ -116,3 +116,23 @@ def test_a_deepseek_v3_mla_layer_saves_what_the_block_lists(q_lora):
                               mla=(MLA["kv_lora"], q_lora, MLA["qk"], MLA["rope"], MLA["v"]))
     cpu_copy = 2 * b * s * MLA["heads"] * MLA["v"]
     assert got == float(shape.per_layer()) + cpu_copy
+
+
+def test_a_bf16_cross_entropy_keeps_one_16_bit_tensor_per_logit():
+    # The `bf16` loss kernel (NeMo Automodel's MaskedCrossEntropy with fp32_upcast false): F.cross_entropy on the
+    # 16-bit logits saves log_softmax's bf16 output and nothing else of logit size; the kernel's `held` adds the
+    # logits the caller keeps (2 + 2 bytes per logit)
+    torch = need("torch")
+    from core.frameworks import KERNELS
+    logits = torch.randn(64, 1000, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, 1000, (64,))
+    kept = {}
+
+    def pack(t):
+        kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+    per_logit = sum(n for n in kept.values() if n >= logits.numel()) / logits.numel()
+    assert per_logit == 2.0 and logits.untyped_storage().data_ptr() not in kept
+    assert KERNELS["bf16"].held == per_logit + 2.0
