@@ -1,6 +1,8 @@
 """LLM Foundry train YAMLs (Composer's FSDP, MPT or Hugging Face models) read into planner rows. The YAMLs are
 written for these tests in the shape of llm-foundry's scripts/train/yamls (variables resolved as OmegaConf does)."""
 
+import re
+
 import pytest
 
 from core.configs import bridge_yaml, foundry_yaml
@@ -88,21 +90,10 @@ def test_gqa_glu_and_moe_mpt_shapes():
 
 
 def test_hugging_face_models_tensor_parallelism_and_refusals():
-    hf = MPT.replace("""  name: mpt_causal_lm
-  init_device: meta
-  d_model: 4096
-  n_heads: 32
-  n_layers: 32
-  expansion_ratio: 4
-  max_seq_len: ${variables.seq}
-  vocab_size: 50368
-  attn_config:
-    attn_impl: flash
-""", """  name: hf_causal_lm
-  pretrained_model_name_or_path: meta-llama/Meta-Llama-3-8B
-  pretrained: true
-  use_flash_attention_2: true
-""") + "parallelism_config:\n  tp:\n    tensor_parallel_degree: 2\n"
+    hf_model = ("model:\n  name: hf_causal_lm\n  pretrained_model_name_or_path: meta-llama/Meta-Llama-3-8B\n"
+                "  pretrained: true\n  use_flash_attention_2: true\n")
+    hf = re.sub(r"model:\n(?:  .*\n)+", hf_model, MPT, count=1)  # the MPT model section replaced
+    hf += "parallelism_config:\n  tp:\n    tensor_parallel_degree: 2\n"
     raw = check([("x.yaml", hf.replace("fsdp_config:", "unused_fsdp:"))], {"gpus": "128"}).reading.raw
     assert raw["model"] == "llama3-8b" and raw["flash"] == "true" and raw["fix_t"] == "2" and raw["sp"] == "on"
     assert raw["zero"] == "0"  # no FSDP section anywhere: Composer's DDP
