@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from core.configs import bridge_yaml, foundry_yaml
+from core.configs import bridge_yaml, interpolation
 from core.configs.account import yaml_data
 from core.configs.check import check
 from core.configs.formats import detect
@@ -103,11 +103,23 @@ def test_hugging_face_models_tensor_parallelism_and_refusals():
         check([("x.yaml", hf + "  peft_config:\n    peft_type: LORA\n".replace("  peft", "peft"))])
 
 
-def test_references_resolve_within_the_file_and_loops_are_one_line():
-    data = foundry_yaml.resolve({"variables": {"a": 7, "b": "${variables.a}"}, "x": "${variables.b}",
-                                 "y": "run-${variables.a}"})
-    assert data["x"] == 7 and data["y"] == "run-7"
-    with pytest.raises(InputError, match="more than 8 deep"):
-        foundry_yaml.resolve({"a": "${b}", "b": "${a}"})
-    with pytest.raises(InputError, match="has no 'variables.missing'"):
-        check([("x.yaml", MPT.replace("max_seq_len: ${variables.seq}\nrun", "max_seq_len: ${variables.missing}\nrun"))])
+def test_references_resolve_within_the_file_and_every_reading_is_bounded():
+    # one resolver for every YAML reader (core.configs.interpolation, NeMo's too): a whole-string reference keeps
+    # its value's type, one inside a string is text; a reference to a reference, a loop or a missing key is left
+    # as written, and the reader says the field is not a number
+    data = interpolation.resolve({"variables": {"a": 7, "b": "${variables.a}"}, "x": "${variables.a}",
+                                  "y": "run-${variables.a}", "z": "${variables.b}", "w": "${w}"})
+    assert (data["x"], data["y"], data["z"], data["w"]) == (7, "run-7", "${variables.b}", "${w}")
+    missing = MPT.replace("max_seq_len: ${variables.seq}\nrun", "max_seq_len: ${variables.missing}\nrun")
+    done = check([("x.yaml", missing)], {"gpus": "128"})
+    said = {e.name: e.meaning for e in done.reading.entries if e.kind == "unsupported"}
+    assert "unresolved reference" in said["max_seq_len"] and "seq" not in done.reading.raw
+    # an alias tree of 10^8 nodes from a 1 KB file, and references that multiply a long string, are one line each
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "\n".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]" for i in range(7))
+    with pytest.raises(InputError, match="too large"):
+        check([("x.yaml", MPT + bomb)], {"gpus": "8"})
+    long = MPT.replace("  seed: 17\n", "  seed: 17\n  big: " + "x" * 60_000 + "\n") + \
+        "run_name: ${variables.big}${variables.big}\n"
+    with pytest.raises(InputError, match="longer than 100,000 characters"):
+        check([("x.yaml", long)], {"gpus": "8"})

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 
-from core.configs import hub, torchtitan_toml
+from core.configs import hub, interpolation, torchtitan_toml
 from core.configs import model as model_of
 from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.configs.bridge_recipe import hub_preset
-from core.configs.foundry_yaml import resolve
 from core.configs.torchtitan_flavors import flavor
 from core.errors import InputError
 from core.model import presets
@@ -39,8 +38,8 @@ def is_automodel(data: object) -> bool:
 
 
 def read(text: str, source: str = "recipe.yaml") -> Reading:
-    data = resolve(yaml_object(text, source, is_automodel, "a NeMo Automodel recipe (a nemo_automodel model and a "
-                               "step_scheduler)"))
+    data = interpolation.resolve(yaml_object(text, source, is_automodel, "a NeMo Automodel recipe (a "
+                                             "nemo_automodel model and a step_scheduler)"))
     if data.get("peft"):
         raise InputError(f"peft: LoRA {ADAPTERS}")
     r = Reading("automodel", "torch", source=source)

@@ -2,22 +2,18 @@
 the model (`mpt_causal_lm` with its shape, or `hf_causal_lm` with a hub id), max_seq_len, the global batch and the
 per-GPU micro-batch, the precision, and Composer's FSDP (sharding strategy, mixed-precision mode, activation
 checkpointing, CPU offload) or, from 2024, `parallelism_config` with FSDP and tensor parallelism. The YAML's
-`${variables.x}` references are resolved first (OmegaConf's syntax; a chain at most RESOLVE_DEPTH long). The GPUs
-are the launcher's (`composer -n`), so they are given with --gpus or assumed.
+`${variables.x}` references are resolved first (core.configs.interpolation). The GPUs are the launcher's
+(`composer -n`), so they are given with --gpus or assumed.
 """
 
 from __future__ import annotations
 
-import re
-
-from core.configs import hub
+from core.configs import hub, interpolation
 from core.configs import model as model_of
 from core.configs.account import ADAPTERS, Reading, yaml_object
 from core.cost import releases
 from core.errors import InputError
 
-RESOLVE_DEPTH = 8  # a reference to a reference ... (llm-foundry's own YAMLs go one deep)
-REFERENCE = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
 PRECISIONS = {"amp_bf16": "bf16", "amp_fp16": "fp16", "amp_fp8": "fp8"}
 # Composer's FSDP sharding strategies: (ZeRO stage, parameters resharded after the forward, hybrid)
 STRATEGIES = {"FULL_SHARD": (3, True, False), "SHARD_GRAD_OP": (3, False, False), "NO_SHARD": (0, True, False),
@@ -52,7 +48,8 @@ def is_foundry(data: object) -> bool:
 
 
 def read(text: str, source: str = "train.yaml") -> Reading:
-    data = resolve(yaml_object(text, source, is_foundry, "an LLM Foundry train YAML (model.name and a batch)"))
+    data = interpolation.resolve(yaml_object(text, source, is_foundry, "an LLM Foundry train YAML (model.name and "
+                                             "a batch)"))
     if data.get("peft_config") or (data.get("model") or {}).get("peft_config"):
         raise InputError(f"peft_config: LoRA {ADAPTERS}")
     r = Reading("llm-foundry", "torch", source=source)
@@ -66,6 +63,8 @@ def read(text: str, source: str = "train.yaml") -> Reading:
     _model(model, r)
     if isinstance(seq, int) and seq > 0:
         r.read("max_seq_len", seq, {"seq": seq})
+    elif seq is not None:
+        r.unsupported("max_seq_len", seq, "not a whole number (an unresolved reference?): give --seq")
     _batch(data, r)
     precision = str(data.pop("precision", "amp_bf16"))
     r.read("precision", precision, {"precision": PRECISIONS.get(precision, "bf16")})
@@ -83,35 +82,6 @@ def read(text: str, source: str = "train.yaml") -> Reading:
         (r.no_effect if key in NO_EFFECT else r.unsupported)(key, value, "data, schedule, logging and checkpoints: "
                                                              "no bytes, no time" if key in NO_EFFECT else "not read")
     return r
-
-
-def resolve(data: dict) -> dict:
-    """The YAML with OmegaConf's `${a.b}` references replaced by what they name (a whole-string reference keeps the
-    value's type; one inside a string is substituted as text); an unknown or looping reference is one line."""
-    def value(node: object, depth: int) -> object:
-        if isinstance(node, dict):
-            return {k: value(v, depth) for k, v in node.items()}
-        if isinstance(node, list):
-            return [value(v, depth) for v in node]
-        if not isinstance(node, str) or "${" not in node:
-            return node
-        if depth >= RESOLVE_DEPTH:
-            raise InputError(f"{node[:40]!r}: references more than {RESOLVE_DEPTH} deep (a loop?)")
-        whole = REFERENCE.fullmatch(node.strip())
-        if whole:
-            return value(_lookup(data, whole.group(1)), depth + 1)
-        return REFERENCE.sub(lambda m: str(value(_lookup(data, m.group(1)), depth + 1)), node)
-    return value(data, 0)
-
-
-def _lookup(data: dict, path: str) -> object:
-    node: object = data
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise InputError(f"${{{path}}}: the YAML has no {path!r} (an OmegaConf reference the checker resolves "
-                             "within the file only)")
-        node = node[part]
-    return node
 
 
 def _model(model: dict, r: Reading) -> None:

@@ -6,10 +6,9 @@ ${multiply:a,b}, ${sum:a,b}) are resolved within the file; anything else is repo
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from core.configs import megatron_args
+from core.configs import interpolation, megatron_args
 from core.configs.account import Reading, yaml_data
 from core.errors import InputError
 
@@ -35,16 +34,14 @@ NEMO_NO_EFFECT = (  # NeMo's own switches for fusions, logging and initialisatio
     "use_emha", "ub_tp_comm_overlap_cfg", "mcore_customization_config", "sharp", "position_embedding_type",
     "normalization", "layernorm_epsilon", "init_method_std", "rampup_batch_size", "max_position_embeddings",
     "make_vocab_size_divisible_by", "rotary_base", "scale_positional_embedding", "context_parallel_algo")
-MAX_NODES = 100_000  # keys and items in a resolved config (the launcher's largest has ~400)
-_REF = re.compile(r"\$\{([^${}]*)\}")
 
 
 def read(text: str, source: str = "config.yaml") -> Reading:
-    data = yaml_data(text, source)  # shared with detection; _resolve below builds its own copy
+    data = yaml_data(text, source)  # shared with detection; resolve builds its own copy
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise InputError(f"{source}: not a NeMo training config (no model section)")
     r = Reading("nemo", "megatron", source=source)
-    data = _resolve(data, data, budget=[MAX_NODES])
+    data = interpolation.resolve(data)
     model, trainer = dict(data.pop("model")), dict(data.pop("trainer", {}) or {})
     flags: dict[str, str] = {}
     spelled: dict[str, str] = {}
@@ -121,54 +118,3 @@ def _tokenizer(block: dict, put, r: Reading) -> None:
         put("tokenizer-type", "HuggingFaceTokenizer", "model.tokenizer")
         put("tokenizer-model", kind or str(block.get("model", "")), "model.tokenizer.type")
     r.no_effect("model.tokenizer (paths)", "", "vocabulary and merge files: read for the vocabulary only")
-
-
-def _resolve(node: object, root: dict, here: dict | None = None, depth: int = 0, budget: list[int] | None = None
-             ) -> object:
-    """Interpolations resolved, counting every node visited: YAML aliases can make a small file a huge tree."""
-    budget = budget if budget is not None else [MAX_NODES]
-    budget[0] -= 1
-    if depth > 50 or budget[0] < 0:
-        raise InputError("config: nested too deeply or too large (YAML aliases?); not a training config")
-    if isinstance(node, dict):
-        return {k: _resolve(v, root, node, depth + 1, budget) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolve(v, root, here, depth + 1, budget) for v in node]
-    if isinstance(node, str):
-        if re.fullmatch(r"-?\d+(\.\d*)?e-?\d+", node.strip()):
-            return float(node)  # YAML 1.1 reads 1e-5 as a string
-        return _interpolate(node, root, here or root)
-    return node
-
-
-def _interpolate(text: str, root: dict, here: dict) -> object:
-    for _ in range(20):
-        m = _REF.search(text)
-        if not m:
-            return text
-        value = _lookup(m.group(1).strip(), root, here)
-        if value is None:
-            return text
-        if m.span() == (0, len(text)):
-            return value
-        text = text[:m.start()] + str(value) + text[m.end():]
-    return text
-
-
-def _lookup(ref: str, root: dict, here: dict) -> object:
-    if ref.startswith(("multiply:", "sum:")):
-        op, _, args = ref.partition(":")
-        try:
-            nums = [float(a) for a in args.split(",")]
-        except ValueError:
-            return None
-        out = 1.0 if op == "multiply" else 0.0
-        for x in nums:
-            out = out * x if op == "multiply" else out + x
-        return int(out) if out.is_integer() else out
-    node: object = here if ref.startswith(".") else root
-    for part in ref.lstrip(".").removeprefix("training.").split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node if isinstance(node, int | float | bool) or (isinstance(node, str) and "${" not in node) else None

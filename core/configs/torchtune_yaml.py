@@ -4,16 +4,16 @@ per-GPU batch and accumulation, the sequence cap, FSDP2 with CPU offload and the
 replicate, context), activation checkpointing, compile, the dtype, the optimizer and the loss. torchtune shards
 every decoder layer with FSDP2 (`fully_shard`, parameters resharded after the forward). LoRA / QLoRA builders,
 quantization-aware training and preference or RL recipes (a reference or reward model beside the trained one) are
-refused with one line; `${key}` references are resolved as in the LLM Foundry reader.
+refused with one line; `${key}` references are resolved (core.configs.interpolation).
 """
 
 from __future__ import annotations
 
 import re
 
+from core.configs import interpolation
 from core.configs import model as model_of
 from core.configs.account import ADAPTERS, Reading, yaml_object
-from core.configs.foundry_yaml import resolve
 from core.configs.torchtitan_flavors import flavor
 from core.cost import releases
 from core.errors import InputError
@@ -40,8 +40,8 @@ def is_torchtune(data: object) -> bool:
 
 
 def read(text: str, source: str = "config.yaml") -> Reading:
-    data = resolve(yaml_object(text, source, is_torchtune, "a torchtune recipe config (a torchtune.models "
-                               "builder and a batch_size)"))
+    data = interpolation.resolve(yaml_object(text, source, is_torchtune, "a torchtune recipe config (a "
+                                             "torchtune.models builder and a batch_size)"))
     _refuse(data)
     r = Reading("torchtune", "torch", source=source)
     timed = f"timed with the base records ({releases.base()}'s), the FlashAttention-2 rate of PyTorch's SDPA"
