@@ -69,6 +69,25 @@ def test_a_llama_layer_saves_what_the_hugging_face_block_lists(b, s):
     assert got == by_hand == _modelled(b, s, "none")
 
 
+@pytest.mark.parametrize("widened", [False, True])
+def test_pytorchs_attention_keeps_k_and_v_at_the_width_the_kernel_takes(widened, monkeypatch):
+    """The PyTorch accounting's repeat_kv: with SDPA's enable_gqa the kernel keeps K and V at their own width (the
+    layer as it runs); made to widen them first, as torchtitan's repeat_kv did until 2026-01-27 (transformers'
+    repeat_kv before SDPA), it keeps the widened copies: 4 T (q - kv) bytes more, exactly as counted."""
+    torch, transformers = need("torch"), need("transformers")
+    from transformers.integrations import sdpa_attention
+    if widened:
+        monkeypatch.setattr(sdpa_attention, "use_gqa_in_sdpa", lambda *args, **kwargs: False)
+    b, s = 2, 64
+    got = _saved(torch, _layer(torch, transformers), b, s, checkpoint=False)
+    shape = activations.Shape(s, b, LLAMA["hidden"], LLAMA["heads"], flash=True, kv_heads=LLAMA["kv_heads"],
+                              ffn=LLAMA["ffn"], mlp="swiglu", norm="rmsnorm", dropout=False, rope=True,
+                              accounting="torch", repeat_kv=widened)
+    assert got == float(shape.per_layer())
+    t = b * s
+    assert got - _modelled(b, s, "none") == (4 * t * (LLAMA["hidden"] - LLAMA["hidden"] // 4) if widened else 0)
+
+
 def test_a_qwen3_layer_keeps_its_qk_norms_inputs_and_statistics():
     # Qwen3 is Llama's block plus q_norm and k_norm (RMSNorm over the head size, before RoPE): each keeps the fp32
     # copy of its input, the normalised bf16 tensor and the fp32 rsqrt per head: 6 T (q + kv) + 4 T (heads + kv heads)

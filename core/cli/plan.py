@@ -65,7 +65,8 @@ def build(parser: argparse.ArgumentParser) -> None:
     for key in ("precision", "optimizer", "k"):
         spec_args.add(train, PLAN[key])
     counted = parser.add_argument_group("memory (whose bytes, and the framework switches that change them)")
-    for key in ("memory_framework", "grad_dtype", "optimizer_dtype", "loss", "compile", "grouped_gemm",
+    for key in ("memory_framework", "grad_dtype", "optimizer_dtype", "loss", "compile", "repeat_kv", "sac_attention",
+                "grouped_gemm",
                 "recompute_modules"):
         spec_args.add(counted, PLAN[key])
     search = parser.add_argument_group("search space")

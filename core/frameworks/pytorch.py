@@ -8,14 +8,15 @@ Read at torchtitan 9dec370 (December 2024, the commit its H100 benchmark ran) an
   parameter over the data-parallel x context-parallel ranks (dp_shard_cp). Gathered bf16 copies live per unit.
 - the layer (models/llama/model.py): its RMSNorm upcasts to fp32 (x.float()) and keeps that copy, the rsqrt and the
   normalised bf16 tensor, and the weighted output is the next GEMMs' input; rotary embedding works on fp32 complex
-  copies it does not keep; repeat_kv expands K and V to every query head before scaled_dot_product_attention, which
-  keeps q, k, v, its output (laid out [b, s, heads, d], so wo's input is a view of it) and the fp32 log-sum-exp;
-  the SwiGLU feed-forward keeps w1's output, silu's output, w3's output and their product. Measured on this
-  machine with torch 2.13 (saved_tensors_hooks, tests/engines): 24 s b h + 8 s b f + fp32 terms per layer at
-  the query width h.
+  copies it does not keep; scaled_dot_product_attention keeps q, k, v, its output (laid out [b, s, heads, d], so
+  wo's input is a view of it) and the fp32 log-sum-exp, K and V widened to every query head by repeat_kv until
+  ff0829c10 (2026-01-27) and at their own width since (enable_gqa; the `repeat_kv` input); the SwiGLU feed-forward
+  keeps w1's output, silu's output, w3's output and their product. Measured on this machine with torch 2.13
+  (saved_tensors_hooks, tests/engines): 24 s b h + 8 s b f + fp32 terms per layer at the query width h.
 - selective recompute is per-op (parallelize_llama.py _save_list): the outputs of every other matmul (wq, wv, w1,
-  w2 in a block) and of the attention kernel are saved, everything else is recomputed in the backward; full
-  recompute keeps each block's input.
+  w2 in a block) and of the attention kernel are saved, everything else is recomputed in the backward (the
+  attention too where the list missed the kernel SDPA ran: the `sac_attention` input); full recompute keeps each
+  block's input.
 - loss (train.py loss_fn): cross_entropy(pred.flatten(0, 1).float(), labels): a full fp32 copy of the bf16 logits,
   log_softmax's fp32 output kept for the backward, whose nll and log_softmax gradients are fp32 too.
 """
@@ -47,8 +48,18 @@ BUFFERS = Buffers(
 
 
 def eager_block(a: Arch) -> tuple[Kept, ...]:
-    """What torchtitan's Llama block keeps, op by op (repeat_kv: K and V widened to every query head), or compiled."""
-    return _compiled(a) if a.compiled and not (a.moe or a.mla) else _eager(a, repeat_kv=True)
+    """What torchtitan's Llama block keeps, op by op, or compiled. Before ff0829c10 (2026-01-27, "GQA without kv
+    repeats") its attention widened K and V to every query head (repeat_kv) before scaled_dot_product_attention, which
+    then kept them at that width; since, SDPA's enable_gqa takes them at their own width (`a.repeat_kv`)."""
+    return _compiled(a) if a.compiled and not (a.moe or a.mla) else _eager(a, repeat_kv=a.repeat_kv)
+
+
+def _attention_saved(a: Arch) -> frozenset:
+    """When the attention kernel's output and log-sum-exp are kept: without recompute, and under the per-op policy
+    while its save list names the kernel SDPA dispatches to. torchtitan chose cuDNN's attention on Blackwell from
+    3b85aa31f (2025-05-14) and listed it only from b39377f9f (2025-12-01): in between, on B200, the per-op policy
+    recomputed the attention in the backward (`a.sac_attention` false)."""
+    return NOT_FULL if a.sac_attention else NONE_ONLY
 
 
 def _compiled(a: Arch) -> tuple[Kept, ...]:
@@ -57,13 +68,13 @@ def _compiled(a: Arch) -> tuple[Kept, ...]:
     kept where a norm's backward needs it (the block input, the attention projection's output), the feed-forward
     keeps w1's and w3's outputs and their product; under the per-op policy w2's output is not saved (nothing in the
     block's backward reads it), the rest is as in the eager block."""
-    kv = "q" if a.gqa else "kv"
+    kv = "q" if (a.gqa and a.repeat_kv) else "kv"
     kept = [Kept("layer input (checkpoint)", "h", 2.0, "rep", FULL_ONLY),
             Kept("block input", "h", 2.0, "rep", NOT_FULL), *_qk_norm(a),
             Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
             Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY),
-            Kept("attention output", "q", 2.0, "tp", NOT_FULL),
-            Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", NOT_FULL),
+            Kept("attention output", "q", 2.0, "tp", _attention_saved(a)),
+            Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", _attention_saved(a)),
             Kept("norm rsqrt (fp32, two norms)", "token", 8.0, "rep", NONE_ONLY),
             Kept("norm outputs (GEMM inputs, two norms)", "h", 4.0, "rep", NONE_ONLY),
             Kept("q", "q", 2.0, "tp", NONE_ONLY), Kept("k", kv, 2.0, "tp", NONE_ONLY),
@@ -92,7 +103,7 @@ def _eager(a: Arch, repeat_kv: bool) -> tuple[Kept, ...]:
             *norm("attention"),
             *(_mla(a) if a.mla else _attention(a, repeat_kv))]
     if a.flash:  # the kernel's output is laid out [b, s, heads, d]: the transpose for wo is a view
-        kept.append(Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", NOT_FULL))
+        kept.append(Kept("log-sum-exp (fp32)", "heads", 4.0, "tp", _attention_saved(a)))
     else:
         kept.append(Kept("softmax output", "scores", 2.0, "tp", NONE_ONLY))
         if a.dropout:
@@ -123,7 +134,7 @@ def _attention(a: Arch, repeat_kv: bool) -> list[Kept]:
     return [*_qk_norm(a), Kept("q (attention input)", "q", 2.0, "tp", NONE_ONLY),
             Kept("k (attention input)", kv, 2.0, "tp", NONE_ONLY),
             Kept("v (attention input)", kv, 2.0, "tp", NONE_ONLY),
-            Kept("attention output (wo input)", "q", 2.0, "tp", NOT_FULL),
+            Kept("attention output (wo input)", "q", 2.0, "tp", _attention_saved(a)),
             Kept("wq output (per-op policy)", "q", 2.0, "tp", SELECTIVE_ONLY),
             Kept("wv output (per-op policy)", "kv", 2.0, "tp", SELECTIVE_ONLY)]
 
@@ -164,7 +175,7 @@ def _mla(a: Arch) -> list[Kept]:
     return kept + [Kept("query (attention input)", "mqk", 2.0, "tp", NONE_ONLY),
                    Kept("key (attention input)", "mqk", 2.0, "tp", NONE_ONLY),
                    Kept("wkv_b output (the value is a view of it)", "mkv", 2.0, "tp", NONE_ONLY),
-                   Kept("attention output (wo input)", "mv", 2.0, "tp", NOT_FULL)]
+                   Kept("attention output (wo input)", "mv", 2.0, "tp", _attention_saved(a))]
 
 
 def _moe_per_op(a: Arch) -> list[Kept]:

@@ -48,6 +48,8 @@ class Arch:
     gqa: bool = False  # fewer key/value heads than query heads
     fp8: bool = False  # FP8 GEMMs: the linear layers' inputs kept in one byte
     compiled: bool = False  # torch.compile on the block (PyTorch)
+    repeat_kv: bool = False  # K and V widened to every query head before the attention kernel (PyTorch)
+    sac_attention: bool = True  # PyTorch's per-op selective recompute saves the attention kernel's output
     moe: bool = False  # a mixture-of-experts layer: routed (and shared) experts in place of the dense MLP
     mla: bool = False  # multi-head latent attention (DeepSeek-V2/V3) in place of the plain attention
     q_lora: bool = False  # MLA's queries pass through a latent of their own (q_lora_rank > 0)

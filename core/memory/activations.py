@@ -128,6 +128,8 @@ class Shape:
     rope: bool = False
     accounting: str = "textbook"  # core.frameworks.KEYS
     compiled: bool = False  # torch.compile on the block (the PyTorch accounting's compiled block)
+    repeat_kv: bool = False  # K and V widened to every query head before the attention (the PyTorch accounting)
+    sac_attention: bool = True  # the per-op selective recompute saves the attention's output (PyTorch)
     routed: float = 0.0  # a MoE model's routed copies per token (top-k x capacity factor); 0: dense
     expert_ffn: float = 0.0
     shared_ffn: float = 0.0  # the shared experts' total inner width
@@ -146,7 +148,8 @@ class Shape:
         return Arch(norm=self.norm, mlp=self.mlp, dropout=bool(self.dropout), flash=bool(self.flash),
                     rope=bool(self.rope), parallel=bool(self.parallel),
                     gqa=bool(self.kv_heads) and int(self.kv_heads) < heads, fp8=bool(self.fp8),
-                    compiled=bool(self.compiled), moe=bool(self.moe_layer), mla=bool(self.mla),
+                    compiled=bool(self.compiled), repeat_kv=bool(self.repeat_kv),
+                    sac_attention=bool(self.sac_attention), moe=bool(self.moe_layer), mla=bool(self.mla),
                     q_lora=bool(self.mla) and bool(self.mla[1]), qk_norm=bool(self.qk_norm),
                     recompute_modules=tuple(self.recompute_modules))
 

@@ -74,7 +74,8 @@ def activation_shape(cfg) -> act.Shape:
                "experts": float(m.moe.experts)}
     return act.Shape(m.seq, tr.micro_batch_size, m.hidden, m.heads, lay.t, tr.sequence_parallel, tr.recompute,
                      m.vocab, lay.cp, tr.fp8, m.flash_attention, m.parallel_block, m.attn_width, m.kv_heads, m.ffn,
-                     m.mlp, m.norm, m.dropout, m.rope, cfg.accounting, tr.compiled, loss=tr.loss, mla=_mla(m),
+                     m.mlp, m.norm, m.dropout, m.rope, cfg.accounting, tr.compiled, repeat_kv=tr.repeat_kv,
+                     sac_attention=tr.sac_attention, loss=tr.loss, mla=_mla(m),
                      qk_norm=m.qk_norm, recompute_modules=tr.recompute_modules, **moe)
 
 

@@ -169,6 +169,8 @@ class Training:
     cp_comm: str = "p2p"  # context parallelism's K/V exchange: the ring's buffers or the whole gathered sequence
     micro_batches: object = 1  # m per step: whether earlier micro-batches' gradients exist at the peak (FSDP2)
     compiled: bool = False  # torch.compile on the blocks (PyTorch's accounting keeps what the compiled block keeps)
+    repeat_kv: bool = False  # PyTorch's attention widens K and V to every query head (torchtitan before 2026)
+    sac_attention: bool = True  # PyTorch's per-op selective recompute saves the attention's output
     grad_dtype: str = "auto"  # the gradient buffer: the framework's own, or fp32 / bf16 / fp16
     fp16: bool = False  # fp16 weights rather than bf16 (Megatron-LM then keeps 16-bit gradients by default)
     optimizer_dtype: str = "fp32"  # Adam's moments (and Megatron's master remainders) in fp32 or bf16

@@ -165,6 +165,17 @@ ACTIVATIONS = table(
          help="PyTorch rows run torch.compile on each transformer block (torchtitan --training.compile): the "
               "compiled block keeps fewer tensors for its backward (core.frameworks.pytorch). No effect on "
               "Megatron-LM or DeepSpeed rows."),
+    Spec("repeat_kv", "bool", False, label="K/V repeated per head (PyTorch)",
+         help="PyTorch rows' attention widens K and V to every query head before the attention kernel, which keeps "
+              "them at that width (torchtitan's repeat_kv until 2026-01-27, ff0829c10; torchtune's expand). false: "
+              "the kernel takes them at their own width (SDPA enable_gqa, FlexAttention, Transformer Engine: "
+              "torchtitan since, NeMo Automodel, Hugging Face). Grouped-query models only; no effect on Megatron-LM "
+              "or DeepSpeed rows."),
+    Spec("sac_attention", "bool", True, label="Per-op recompute saves attention (PyTorch)",
+         help="PyTorch rows' selective (per-op) recompute keeps the attention kernel's output and log-sum-exp. "
+              "false: the kernel is not on the policy's save list and runs again in the backward, as torchtitan "
+              "ran on Blackwell from 2025-05-14 (3b85aa31f, cuDNN attention on sm100) until its list named that "
+              "kernel on 2025-12-01 (b39377f9f). Memory and step time; no effect on other frameworks."),
     Spec("loss", "choice", "auto", choices=LOSS_KERNELS, label="Cross-entropy kernel",
          help="How the loss meets the logits. auto = the framework's current default: Megatron-LM's vocab-parallel "
               "cross-entropy on an fp32 copy (its Transformer Engine fusion is disabled at core_v0.19.0), PyTorch's "

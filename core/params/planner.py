@@ -335,6 +335,8 @@ TARGET = table(
     ZERO["optimizer_dtype"],
     ACTIVATIONS["loss"],
     ACTIVATIONS["compile"],
+    ACTIVATIONS["repeat_kv"],
+    ACTIVATIONS["sac_attention"],
     ACTIVATIONS["grouped_gemm"],
     ACTIVATIONS["recompute_modules"],
 )
@@ -466,6 +468,8 @@ class PlannerParams:
     optimizer_dtype: str = PLAN["optimizer_dtype"].default
     loss: str = PLAN["loss"].default
     compile: bool = PLAN["compile"].default
+    repeat_kv: bool = PLAN["repeat_kv"].default
+    sac_attention: bool = PLAN["sac_attention"].default
     grouped_gemm: bool = PLAN["grouped_gemm"].default
     recompute_modules: tuple[str, ...] = PLAN["recompute_modules"].default
     eff: float = PLAN["eff"].default

@@ -76,7 +76,8 @@ SEQ = Spec("seq", "int", 0, 0, ACTIVATIONS["seq"].hi, label="Sequence length s",
                 "trains it at that length, as the planner's `seq` does.")
 CUSTOM_SEQ = _paper_model()["seq"]
 ACT = table(*(ACTIVATIONS[k] for k in ("mb", "sequence_parallel", "recompute", "schedule", "m", "v", "cp")), SEQ,
-            PLAN["moe_capacity"], PLAN["cp_comm"], ACTIVATIONS["compile"], ACTIVATIONS["loss"],
+            PLAN["moe_capacity"], PLAN["cp_comm"], ACTIVATIONS["compile"], ACTIVATIONS["repeat_kv"],
+            ACTIVATIONS["sac_attention"], ACTIVATIONS["loss"],
             PLAN["recompute_layers"], ACTIVATIONS["grouped_gemm"], ACTIVATIONS["tp_comm_overlap"],
             ACTIVATIONS["recompute_modules"])
 WRAP = table(FSDP["min_params"], FSDP["prefetch"])

@@ -129,6 +129,7 @@ def _config(q: PlannerParams, got: pd.Series) -> per_gpu.MemoryConfig:
                           sequence_parallel=bool(got["sequence_parallel"]),
                           recompute=str(got["recompute"]), fp8=precision == "fp8", moe_capacity=q.moe_capacity,
                           cp_comm=q.cp_comm, micro_batches=int(got["m"]), compiled=q.compile,
+                          repeat_kv=q.repeat_kv, sac_attention=q.sac_attention,
                           grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype, loss=q.loss,
                           fp16=precision == "fp16", tp_overlap=bool(got["tp_comm_overlap"]),
                           grouped_gemm=q.grouped_gemm, recompute_modules=q.recompute_modules)

@@ -63,10 +63,13 @@ TIMES = ("compute_s", *BREAKDOWN_COLUMNS.values(), "tp_comm_s", "tp_ratio", "dp_
 
 def recompute_policy(q: PlannerParams) -> tuple:
     """What a selective row re-runs in its backward: Megatron-LM's recompute modules, or, where every row is counted
-    as PyTorch's (torchtitan), its per-op policy (core.cost.layer_ops.PER_OP). Under `any`, rows only PyTorch runs
-    are counted in its bytes but timed with the modules (the question's one setting)."""
+    as PyTorch's (torchtitan), its per-op policy (core.cost.layer_ops.PER_OP), and the attention core with it where
+    the policy does not save the attention (sac_attention false). Under `any`, rows only PyTorch runs are counted in
+    its bytes but timed with the modules (the question's one setting)."""
     torch = q.memory_framework == "torch" or (q.memory_framework == "auto" and q.framework == "torch")
-    return (layer_ops.PER_OP,) if torch else q.recompute_modules
+    if not torch:
+        return q.recompute_modules
+    return (layer_ops.PER_OP,) if q.sac_attention else (layer_ops.PER_OP, "core_attn")
 
 
 def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
@@ -84,7 +87,7 @@ def plan(q: PlannerParams, budget: int | None = None) -> PlanResult:
     fp8 = precision == "fp8"
     opts = rank_memory.Options(fp8, a.moe_capacity, a.ends_in_split, a.cp_comm, q.compile, q.grad_dtype,
                                q.optimizer_dtype, q.loss, precision == "fp16", q.grouped_gemm,
-                               q.recompute_modules)
+                               q.recompute_modules, q.repeat_kv, q.sac_attention)
     degrees, notes = candidates.degrees(q, model)
     search = work.bounded(q, degrees, work.Context(model, gpu.gpus_per_node, usable - q.min_headroom * GB, bpp,
                                                    fp8), budget)

@@ -70,8 +70,8 @@ def _groups(keys: np.ndarray, rows=None):
 @dataclass(frozen=True)
 class Options:
     """The question-wide settings memory reads: FP8, the MoE capacity factor, the ends in the pipeline split, the
-    context-parallel K/V exchange, torch.compile (PyTorch rows), the gradient and optimizer-state precisions and the
-    cross-entropy kernel."""
+    context-parallel K/V exchange, torch.compile and the attention's K/V width and recompute (PyTorch rows), the
+    gradient and optimizer-state precisions and the cross-entropy kernel."""
 
     fp8: bool = False
     capacity: float = 1.0
@@ -84,6 +84,8 @@ class Options:
     fp16: bool = False  # fp16 rather than bf16 (a framework's gradient buffer may follow it)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
     recompute_modules: tuple = RECOMPUTE_MODULES_DEFAULT  # what Megatron-LM's selective recompute re-runs
+    repeat_kv: bool = False  # PyTorch rows' attention widens K and V to every query head
+    sac_attention: bool = True  # PyTorch rows' per-op recompute saves the attention's output
 
 
 def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu.InFlight | None = None,
@@ -97,6 +99,7 @@ def _config(model, c: dict, bpp, o: Options, rows=slice(None), inflight: per_gpu
     training = per_gpu.Training(micro_batch_size=c["b"][rows], sequence_parallel=c["sp"][rows],
                                 recompute=c["recompute_name"][rows], fp8=o.fp8, bytes_per_param=bpp,
                                 moe_capacity=o.capacity, cp_comm=o.cp_comm, micro_batches=m, compiled=o.compiled,
+                                repeat_kv=o.repeat_kv, sac_attention=o.sac_attention,
                                 grad_dtype=o.grad_dtype, optimizer_dtype=o.optimizer_dtype, loss=o.loss,
                                 fp16=o.fp16, recompute_layers=c["recompute_layers"][rows],
                                 tp_overlap=c["tp_comm_overlap"][rows], grouped_gemm=o.grouped_gemm,

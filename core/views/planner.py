@@ -198,7 +198,8 @@ def zero_base(result: planner.PlanResult) -> dict[str, Any]:
         q.framework if q.framework != "any" else PREFERENCE[0])
     if q.recompute_layers:  # full recompute on the first N layers of each stage (a full-recompute row's link)
         base["recompute_layers"] = q.recompute_layers
-    for key in ("grad_dtype", "optimizer_dtype", "loss", "compile", "grouped_gemm", "recompute_modules"):  # switches
+    for key in ("grad_dtype", "optimizer_dtype", "loss", "compile", "repeat_kv", "sac_attention", "grouped_gemm",
+                "recompute_modules"):  # switches
         if getattr(q, key) != PLAN[key].default:
             base[key] = getattr(q, key)
     if result.assumptions.ends_in_split:  # the stages' whole layers, as the plan placed them

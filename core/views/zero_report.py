@@ -91,6 +91,8 @@ class ActInputs:
     moe_capacity: float = 1.0
     cp_comm: str = "p2p"  # the K/V exchange of context parallelism (its transient buffers)
     compile: bool = False  # torch.compile on the blocks (the PyTorch accounting)
+    repeat_kv: bool = False  # the PyTorch accounting's attention widens K and V to every query head
+    sac_attention: bool = True  # the PyTorch accounting's per-op recompute saves the attention's output
     loss: str = "auto"  # the cross-entropy kernel (core.frameworks.loss)
     recompute_layers: int = 0  # full recompute on the first N layers of each stage only (0: every layer)
     grouped_gemm: bool = True  # Megatron-LM MoE layers through Transformer Engine's grouped GEMM
@@ -165,7 +167,8 @@ def memory_config(q: ZeroParams, shape: Shape, act: ActInputs | None = None,
     training = per_gpu.Training(micro_batch_size=a.micro_batch_size, sequence_parallel=a.sequence_parallel,
                                 recompute=a.recompute, fp8=q.precision == "fp8", bytes_per_param=bytes_per_param(q),
                                 moe_capacity=a.moe_capacity, cp_comm=a.cp_comm, micro_batches=a.m,
-                                compiled=a.compile, grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
+                                compiled=a.compile, repeat_kv=a.repeat_kv, sac_attention=a.sac_attention,
+                                grad_dtype=q.grad_dtype, optimizer_dtype=q.optimizer_dtype,
                                 loss=a.loss, recompute_layers=a.recompute_layers, tp_overlap=a.tp_comm_overlap,
                                 grouped_gemm=a.grouped_gemm, recompute_modules=a.recompute_modules)
     return per_gpu.MemoryConfig(mem, layout, training, inflight or per_gpu.InFlight(), accounting=q.accounting)
