@@ -84,6 +84,10 @@ def _model(model: dict, r: Reading) -> None:
         r.read("model.backend.dispatcher", dispatcher, {"moe_dispatcher": "deepep"},
                "moe_dispatcher = deepep" + (" (HybridEP timed as DeepEP's forwarding)" if dispatcher == "hybridep"
                                              else ""))
+    attn = backend.get("attn")
+    if attn is not None:
+        r.read("model.backend.attn", attn, {"repeat_kv": False}, f"repeat_kv = false: {attn} attention takes K and "
+               "V at their own width (Transformer Engine's num_gqa_groups, FlexAttention's and SDPA's enable_gqa)")
     experts = backend.get("experts")
     if experts is not None:
         r.read("model.backend.experts", experts, {"grouped_gemm": experts != "torch"})

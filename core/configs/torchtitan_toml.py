@@ -36,6 +36,8 @@ def read(text: str, source: str = "train.toml", gpus: int = 0) -> Reading:
         raise InputError(f"{source}: not valid TOML ({exc})") from None
     r = Reading("torchtitan", "torch", source=source)
     _comment(text, r)
+    r.assume("repeat_kv", True, "a TOML config is read by the torchtitan of before 9810191b (2026-02-23, the Python "
+             "config registry), whose attention widened K and V to every query head until ff0829c10 (2026-01-27)")
     return read_sections({k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}, r, gpus)
 
 

@@ -127,6 +127,9 @@ def _memory(data: dict, r: Reading) -> None:
     r.read("fsdp_cpu_offload", offload, {"offload": "optimizer+params" if offload else "none"})
     compiled = bool(data.pop("compile", False))
     r.read("compile", compiled, {"compile": compiled})
+    r.assume("repeat_kv", True, "torchtune's MultiHeadAttention expands K and V to every query head before the "
+             "attention (torchtune/modules/attention.py: k.unsqueeze(2).expand(...).flatten(1, 2), a copy), which "
+             "keeps them at that width")
     optimizer = str((data.pop("optimizer", None) or {}).get("_component_", "torch.optim.AdamW")).rsplit(".", 1)[-1]
     r.read("optimizer._component_", optimizer, {"optimizer": OPTIMIZERS.get(optimizer, "adam")})
     if optimizer not in OPTIMIZERS:
