@@ -481,8 +481,10 @@ def _pipeline_lines(layout: Layout, autocast: str) -> list[str]:
         "    args = (inputs,) if 0 in stages else ()",
         "    kwargs = {\"target\": targets, \"losses\": losses} if n_stages - 1 in stages else {}",
     ]
-    out += [f"    with {autocast}:", "        schedule.step(*args, **kwargs)"] if autocast else \
-        ["    schedule.step(*args, **kwargs)"]
+    # return_outputs=False: the last stage keeps no micro-batch's output (its logits) to the step's end, the memory the
+    # plan counts (torch.distributed.pipelining's step returns them by default; torchtitan passes False since e5ef99aab)
+    call = "schedule.step(*args, return_outputs=False, **kwargs)"
+    out += [f"    with {autocast}:", f"        {call}"] if autocast else [f"    {call}"]
     return out
 
 
