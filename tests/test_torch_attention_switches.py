@@ -85,3 +85,22 @@ def test_the_config_readers_say_which_width_their_attention_keeps():
         assert done.reading.raw["repeat_kv"] == widened, name
         said = {e.name: e.kind for e in done.reading.entries}
         assert said.get("repeat_kv" if kind == "assumed" else "model.backend.attn") == kind, name
+
+
+@pytest.mark.parametrize("recompute,switch", [("none", {"repeat_kv": True}), ("selective", {"sac_attention": False})])
+def test_the_zero_pages_link_carries_the_switches_and_shows_the_rows_number(recompute, switch):
+    """One number: a PyTorch row counted with a switch set opens the ZeRO page on the same bytes per GPU."""
+    from core.views import planner as pv
+    from core.views import zero as zv
+    from tests.test_page_zero import _defaults
+
+    q = PlannerParams(model="llama3-8b", seq=4096, gpus=8, gpu="h100-80gb", batch=16, framework="torch", fix_t=1,
+                      fix_p=1, fix_d=8, zero="3", recompute=recompute, mb_sizes=(1.0,), reshard="on", **switch)
+    result = planner.plan(q)
+    row = result.feasible.iloc[0]
+    link = pv.zero_params(row, pv.zero_base(result))
+    assert all(link[k] == v for k, v in switch.items())
+    view = zv.zero_view(*zv.from_inputs({**_defaults(), **link, "act": True}))
+    assert view.bars[3].total == pytest.approx(float(row["memory_bytes"]), rel=1e-9)
+    plain = planner.plan(dataclasses.replace(q, repeat_kv=False, sac_attention=True)).feasible.iloc[0]
+    assert plain["memory_bytes"] != row["memory_bytes"]  # the switch changed the number the page shows
