@@ -17,11 +17,16 @@ from core.units import GB, GIB
 
 SHORT_FLAGS = {"t": ("-t", "--t"), "p": ("-p", "--p"), "m": ("-m", "--m"), "v": ("-v", "--v"),
                "mb": ("-b", "--mb")}
+# This command prints the textbook count (Korthikanti et al.), which has no framework: the switches that change only
+# a framework's accounting (`plan`, `zero --act`, the pages) are not its flags, where they would be taken and ignored
+FRAMEWORK_SWITCHES = frozenset({"compile", "repeat_kv", "sac_attention", "loss", "grouped_gemm", "tp_comm_overlap",
+                                "recompute_modules"})
 
 
 def build(parser: argparse.ArgumentParser) -> None:
     for spec in ACTIVATIONS.values():
-        spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
+        if spec.key not in FRAMEWORK_SWITCHES:
+            spec_args.add(parser, spec, *SHORT_FLAGS.get(spec.key, ()))
     spec_args.switch(parser, "--json", help="Print the breakdown as JSON (bytes).")
 
 
