@@ -11,7 +11,7 @@ assets/accuracy.json beside docs/step-time.md's table, and tests/test_validation
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from core.params.catalog import ASSETS, document
@@ -34,6 +34,15 @@ class Accuracy:
     large_high: float
     release_rows: int = 0  # fitted releases' own rows, timed with another release's fit (validation.cross_release)
     release_shift: float = 0.0  # the largest |signed mean error| of those: how far the same layouts move between them
+    runs: dict = field(default_factory=dict)  # every timed validation row: key -> (published s, predicted s, error)
+
+    def run(self, key: str) -> str:
+        """How far the step time was from one published run, timed as it ran (empty when it is not timed)."""
+        if key not in self.runs:
+            return ""
+        published, predicted, error = self.runs[key]
+        return (f"Timed as it ran, the model gives {predicted:,.2f} s per step against the published "
+                f"{published:,.2f} s ({100 * error:+.1f} %).")
 
     def words(self) -> tuple[str, ...]:
         """The two margins in plain words (the recommendation's "How far to trust it")."""
@@ -68,9 +77,12 @@ def measure(result) -> Accuracy:
     software = tuple(dict.fromkeys(_software(why) for _, why in sorted(set(zip(large["source"], large["scope"],
                                                                                 strict=True)))))
     cross = cross_release().values()
+    timed = s[s["error"].notna()]
+    runs = {k: (float(pub), float(pred), float(err)) for k, pub, pred, err in
+            zip(timed["key"], timed["published_s"], timed["predicted_s"], timed["error"], strict=True)}
     return Accuracy(held.rows, held.sources, held.mean_abs_error, held.max_abs_error, held.signed_mean_error,
                     int(e.size), software, float(e.mean()), float(e.min()), float(e.max()),
-                    sum(c.rows for c in cross), max((abs(c.signed_mean_error) for c in cross), default=0.0))
+                    sum(c.rows for c in cross), max((abs(c.signed_mean_error) for c in cross), default=0.0), runs)
 
 
 def _software(why: str) -> str:
@@ -87,6 +99,7 @@ def text(acc: Accuracy) -> str:
     """assets/accuracy.json's content for `acc` (rounded: the file is compared as text)."""
     plain = {k: (round(v, 6) if isinstance(v, float) else list(v) if isinstance(v, tuple) else v)
              for k, v in asdict(acc).items()}
+    plain["runs"] = {k: [round(x, 6) for x in v] for k, v in sorted(acc.runs.items())}
     return json.dumps(plain, indent=1) + "\n"
 
 
@@ -94,5 +107,6 @@ def text(acc: Accuracy) -> str:
 def load() -> Accuracy:
     """The stored margins (assets/accuracy.json)."""
     d = document(FILE)
-    return Accuracy(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+    runs = {k: tuple(v) for k, v in d.pop("runs", {}).items()}
+    return Accuracy(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}, runs=runs)
 

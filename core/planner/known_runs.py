@@ -1,7 +1,8 @@
 """Published runs a planning question matches (the same model shape on the same GPU type and count), from the
 validation set (assets/validation.json): what each ran, and the step-time switches its own software needs, so a user
-whose run is one of them sees which switches reproduce it. A production run is not a benchmark (MT-NLG on
-Megatron-DeepSpeed without overlaps, BLOOM over a slower network); the defaults time a tuned vendor benchmark.
+whose run is one of them sees which switches reproduce it, and how far the step time so timed was from the
+published one. A production run is not a benchmark (MT-NLG on Megatron-DeepSpeed without overlaps, BLOOM over a
+slower network); the defaults time a tuned vendor benchmark.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import fields
 
 from core.errors import InputError
 from core.params.planner import ASSUMPTIONS, GPU_FLAGS, PLAN, PlannerParams
-from core.planner import candidates, validation
+from core.planner import accuracy, candidates, validation
 
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn", "seq", "mlp", "moe", "mla")  # and the vocabulary, padded
 FIX = (("fix_t", "t"), ("fix_p", "p"), ("fix_cp", "cp"), ("fix_ep", "ep"), ("fix_d", "d"), ("zero", "zero"),
@@ -45,15 +46,17 @@ def command(row: dict) -> str:
 
 
 def words(q: PlannerParams, model) -> tuple[str, ...]:
-    """One line per matching published run: its label and source, and how to time it as it ran."""
+    """One line per matching published run: its label and source, how to time it as it ran, and how far that
+    timing was from the published step (assets/accuracy.json, written with the validation)."""
     out = []
     for row in matching(q, model)[:4]:
         label = row.get("label") or row["key"]
         switches = row.get("software", {})
         said = (f" Its software needs {', '.join(f'{k} = {_text(v)}' for k, v in switches.items())} (the defaults "
                 "time a tuned vendor benchmark).") if switches else ""
+        timed = accuracy.load().run(row["key"])
         out.append(f"{label} ({row['source']}) ran this model on these GPUs.{said} To time it as it ran: "
-                   f"`python -m core plan ... {command(row)}`.")
+                   f"`python -m core plan ... {command(row)}`." + (f" {timed}" if timed else ""))
     return tuple(out)
 
 
