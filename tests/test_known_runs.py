@@ -79,3 +79,12 @@ def test_each_published_run_says_how_far_its_timing_was():
     row = next(r for r in validation.data()["rows"] if r["key"] == "mb260401-qwen3_30b_a3b-16")
     published, predicted, error = accuracy.load().runs[row["key"]]
     assert predicted / published - 1 == pytest.approx(error, abs=1e-5) and published == pytest.approx(29.26, abs=0.01)
+
+
+def test_a_run_the_rates_were_fitted_on_says_so():
+    q = PlannerParams(model="llama3-70b", gpus=64, gpu="h100-80gb", batch=256, precision="fp8")
+    known = recommend.recommend(planner.plan(q)).known
+    fitted = [k for k in known if k.startswith("Megatron-Bridge 25.09 LLAMA3_70B FP8")]
+    assert fitted and fitted[0].endswith("; the compute rates were fitted on this run).")
+    held = [k for k in known if k.startswith("Megatron-Bridge 25.11 LLAMA3_70B FP8")]
+    assert held and held[0].endswith("%).")

@@ -36,13 +36,15 @@ class Accuracy:
     release_shift: float = 0.0  # the largest |signed mean error| of those: how far the same layouts move between them
     runs: dict = field(default_factory=dict)  # every timed validation row: key -> (published s, predicted s, error)
 
-    def run(self, key: str) -> str:
-        """How far the step time was from one published run, timed as it ran (empty when it is not timed)."""
+    def run(self, key: str, fitted: bool = False) -> str:
+        """How far the step time was from one published run, timed as it ran (empty when it is not timed); a run
+        the compute rates were `fitted` on says so, its error being no test of them."""
         if key not in self.runs:
             return ""
         published, predicted, error = self.runs[key]
         return (f"Timed as it ran, the model gives {predicted:,.2f} s per step against the published "
-                f"{published:,.2f} s ({100 * error:+.1f} %).")
+                f"{published:,.2f} s ({100 * error:+.1f} %" + ("; the compute rates were fitted on this run)."
+                                                               if fitted else ")."))
 
     def words(self) -> tuple[str, ...]:
         """The two margins in plain words (the recommendation's "How far to trust it")."""

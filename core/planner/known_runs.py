@@ -54,7 +54,7 @@ def words(q: PlannerParams, model) -> tuple[str, ...]:
         switches = row.get("software", {})
         said = (f" Its software needs {', '.join(f'{k} = {_text(v)}' for k, v in switches.items())} (the defaults "
                 "time a tuned vendor benchmark).") if switches else ""
-        timed = accuracy.load().run(row["key"])
+        timed = accuracy.load().run(row["key"], fitted=row["role"] == "calibration")
         out.append(f"{label} ({row['source']}) ran this model on these GPUs.{said} To time it as it ran: "
                    f"`python -m core plan ... {command(row)}`." + (f" {timed}" if timed else ""))
     return tuple(out)
